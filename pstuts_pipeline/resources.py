@@ -1,0 +1,144 @@
+"""Dagster resources: the embedding model, the Qdrant store, and the chunking settings."""
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+from filelock import FileLock
+from langchain_core.embeddings import Embeddings
+from pydantic import Field
+from qdrant_client import QdrantClient
+
+from pstuts_pipeline import embedding
+from pstuts_pipeline.chunking import ChunkerSettings
+from pstuts_pipeline.settings import env_int, storage_dir
+
+
+class EmbeddingsResource(dg.ConfigurableResource):
+    """The embedding model shared by the chunker, the collection and search; loaded once per process."""
+
+    provider: str = Field(default="local", description="'local' (bundled all-MiniLM-L6-v2) or 'openai'.")
+    model: str = Field(
+        default="",
+        description="Local: a sentence-transformers folder (empty = bundled all-MiniLM-L6-v2). "
+        "OpenAI: a model name (empty = text-embedding-3-small).",
+    )
+    openai_base_url: str | None = Field(default=None, description="An OpenAI-compatible server's base URL.")
+    batch_size: int = Field(default=32, description="Texts per forward pass or API request.")
+    cache_dir: str | None = Field(
+        default=None, description="Embedding cache folder (empty string disables; default under the storage dir)."
+    )
+
+    @property
+    def spec(self) -> embedding.EmbeddingSpec:
+        return embedding.EmbeddingSpec(self.provider, self.model, self.openai_base_url or None, self.batch_size)
+
+    @property
+    def model_id(self) -> str:
+        return self.spec.model_id
+
+    def cache_path(self) -> Path | None:
+        if self.cache_dir == "":
+            return None
+        return Path(self.cache_dir) if self.cache_dir else storage_dir() / "embedding_cache"
+
+    def get_embeddings(self) -> tuple[Embeddings, embedding.CountingEmbeddings]:
+        """(cached embeddings to use, the counter of texts that actually reached the model)."""
+        return embedding.cached_embeddings(self.spec, self.cache_path())
+
+    def query_embeddings(self) -> Embeddings:
+        return embedding.load_embeddings(self.spec)
+
+    def count_tokens(self, text: str) -> int:
+        return embedding.token_counter(self.spec)(text)
+
+    def window(self) -> tuple[int, int]:
+        """(input window in tokens, special tokens spent of it)."""
+        return embedding.window_tokens(self.spec)
+
+
+class ChunkingResource(dg.ConfigurableResource):
+    """How Kamradt chunks are cut and bounded."""
+
+    breakpoint_threshold_type: str = Field(
+        default="percentile", description="SemanticChunker breakpoint rule: percentile, standard_deviation, ..."
+    )
+    breakpoint_threshold_amount: float | None = Field(default=None, description="Its amount (None = LangChain's).")
+    max_chunk_tokens: int = Field(
+        default=0, description="Cap on a chunk's tokens, special tokens included (0 = the model's input window)."
+    )
+    min_chunk_tokens: int = Field(default=8, description="A chunk smaller than this joins a neighbour if it fits.")
+
+    def settings(self, window: int) -> ChunkerSettings:
+        cap = min(self.max_chunk_tokens, window) if self.max_chunk_tokens else window
+        return ChunkerSettings(
+            breakpoint_threshold_type=self.breakpoint_threshold_type,
+            breakpoint_threshold_amount=self.breakpoint_threshold_amount,
+            max_tokens=cap,
+            min_tokens=self.min_chunk_tokens,
+        )
+
+
+class QdrantResource(dg.ConfigurableResource):
+    """A Qdrant collection on a server (QDRANT_URL) or in local mode on disk, opened only while in use."""
+
+    path: str = Field(default="", description="Local-mode folder (default: qdrant/ under the storage dir).")
+    url: str | None = Field(default=None, description="A Qdrant server; when set, local mode is not used.")
+    api_key: str | None = Field(default=None, description="The server's API key.")
+    collection: str = Field(default="pstuts_transcripts", description="Collection name.")
+    timeout_s: int = Field(default=60, description="Server request timeout.")
+    lock_timeout_s: float = Field(default=1800, description="How long to wait for another local-mode user.")
+
+    @property
+    def local_path(self) -> Path:
+        return Path(self.path) if self.path else storage_dir() / "qdrant"
+
+    @contextlib.contextmanager
+    def get_client(self) -> Iterator[QdrantClient]:
+        """A client for one step. Local mode allows one client per folder, so take a file lock around it."""
+        if self.url:
+            client = QdrantClient(url=self.url, api_key=self.api_key or None, timeout=self.timeout_s)
+            try:
+                yield client
+            finally:
+                client.close()
+            return
+        self.local_path.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.local_path) + ".lock", timeout=self.lock_timeout_s):
+            client = QdrantClient(path=str(self.local_path))
+            try:
+                yield client
+            finally:
+                client.close()
+
+
+def _env(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def resources_from_env() -> dict[str, dg.ConfigurableResource]:
+    """Every resource, configured from the environment variables listed in the README."""
+    from pstuts_pipeline.assets.ingestion import TranscriptSource
+
+    return {
+        "transcript_source": TranscriptSource(data_dir=_env("PSTUTS_DATA_DIR")),
+        "embeddings": EmbeddingsResource(
+            provider=_env("PSTUTS_EMBEDDING_PROVIDER", "local"),
+            model=_env("PSTUTS_EMBEDDING_MODEL"),
+            openai_base_url=_env("OPENAI_BASE_URL") or None,
+            batch_size=env_int("PSTUTS_EMBEDDING_BATCH_SIZE", 32),
+            cache_dir=os.environ.get("PSTUTS_EMBEDDING_CACHE_DIR"),
+        ),
+        "chunking_settings": ChunkingResource(
+            max_chunk_tokens=env_int("PSTUTS_MAX_CHUNK_TOKENS", 0),
+            min_chunk_tokens=env_int("PSTUTS_MIN_CHUNK_TOKENS", 8),
+        ),
+        "qdrant": QdrantResource(
+            path=_env("PSTUTS_QDRANT_PATH"),
+            url=_env("QDRANT_URL") or None,
+            api_key=dg.EnvVar("QDRANT_API_KEY") if _env("QDRANT_API_KEY") else None,
+            collection=_env("PSTUTS_COLLECTION", "pstuts_transcripts"),
+        ),
+    }

@@ -1,0 +1,202 @@
+"""The Qdrant collection: its schema, point layout (langchain-qdrant's payload), idempotent per-video writes."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+
+from pstuts_pipeline import lexical
+from pstuts_pipeline.chunking import TimedChunk
+
+DENSE_VECTOR = ""  # the default (unnamed) vector, so QdrantVectorStore(client, collection, embeddings) works
+SENTENCE_VECTORS = "sentences"
+SPARSE_VECTOR = "bm25"
+POINT_NAMESPACE = uuid.UUID("5b1f6c1e-3f5c-4a53-9a2f-6f0d8f1c2a77")
+PAYLOAD_FIELDS = (
+    "video_id",
+    "title",
+    "desc",
+    "url",
+    "chunk_index",
+    "start",
+    "stop",
+    "sent_ids",
+    "speech_start_stop_times",
+)
+
+
+class ModelMismatchError(RuntimeError):
+    """The collection was built with another embedding model than the one asked to query or extend it."""
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """The video-level fields every chunk of a video carries."""
+
+    video_id: int
+    title: str
+    desc: str
+    url: str
+    source_hash: str
+
+
+def point_id(video_id: int, chunk_index: int) -> str:
+    """Deterministic, so re-ingesting a video overwrites its points instead of duplicating them."""
+    return str(uuid.uuid5(POINT_NAMESPACE, f"{video_id}:{chunk_index}"))
+
+
+def video_filter(video_id: int) -> models.Filter:
+    return models.Filter(must=[models.FieldCondition(key="metadata.video_id", match=models.MatchValue(value=video_id))])
+
+
+def ensure_collection(client: QdrantClient, name: str, dimension: int, model_id: str) -> None:
+    """Create the collection once; refuse to mix vectors of different models in it."""
+    if client.collection_exists(name):
+        stored = collection_model(client, name)
+        if stored is not None and stored != model_id:
+            raise ModelMismatchError(
+                f"collection {name!r} was built with {stored}, not {model_id}: re-ingest into a new collection "
+                "(PSTUTS_COLLECTION) or delete it first"
+            )
+        return
+    try:
+        client.create_collection(
+            name,
+            vectors_config={
+                DENSE_VECTOR: models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+                SENTENCE_VECTORS: models.VectorParams(
+                    size=dimension,
+                    distance=models.Distance.COSINE,
+                    multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+                ),
+            },
+            sparse_vectors_config={SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            metadata={"embedding_model": model_id},
+        )
+    except Exception:
+        # Another writer created it between our check and our create (server mode, parallel steps).
+        if not client.collection_exists(name):
+            raise
+    if client.init_options.get("url") or client.init_options.get("host"):
+        client.create_payload_index(name, "metadata.video_id", models.PayloadSchemaType.INTEGER)
+
+
+def collection_model(client: QdrantClient, name: str) -> str | None:
+    """The embedding model a collection was built with, as recorded when it was created."""
+    metadata = client.get_collection(name).config.metadata or {}
+    return metadata.get("embedding_model")
+
+
+def chunk_payload(chunk: TimedChunk, video: VideoInfo, fingerprint: str) -> dict[str, Any]:
+    """langchain-qdrant's layout: the text under page_content, everything else under metadata."""
+    return {
+        "page_content": chunk.text,
+        "metadata": {
+            "video_id": video.video_id,
+            "title": video.title,
+            "desc": video.desc,
+            "url": video.url,
+            "chunk_index": chunk.index,
+            "start": chunk.start,
+            "stop": chunk.stop,
+            "sent_ids": chunk.sent_ids,
+            "speech_start_stop_times": chunk.speech_start_stop_times,
+            "phrase_char_spans": chunk.phrase_char_spans(),
+            "source_hash": video.source_hash,
+            "fingerprint": fingerprint,
+        },
+    }
+
+
+def build_points(
+    video: VideoInfo,
+    chunks: Sequence[TimedChunk],
+    chunk_vectors: Sequence[Sequence[float]],
+    sentence_vectors: Sequence[Sequence[Sequence[float]]],
+    fingerprint: str,
+) -> list[models.PointStruct]:
+    """One point per chunk: a dense vector of the chunk, one vector per phrase, BM25 terms."""
+    points = []
+    for chunk, dense, sentences in zip(chunks, chunk_vectors, sentence_vectors, strict=True):
+        indices, values = lexical.document_vector(chunk.text)
+        points.append(
+            models.PointStruct(
+                id=point_id(video.video_id, chunk.index),
+                vector={
+                    DENSE_VECTOR: list(dense),
+                    SENTENCE_VECTORS: [list(v) for v in sentences],
+                    SPARSE_VECTOR: models.SparseVector(indices=indices, values=values),
+                },
+                payload=chunk_payload(chunk, video, fingerprint),
+            )
+        )
+    return points
+
+
+def replace_video_points(client: QdrantClient, collection: str, video_id: int, points: list[models.PointStruct]) -> int:
+    """Upsert a video's new points, then delete its stale ones: a crash in between never leaves it empty."""
+    if points:
+        client.upsert(collection, points=points, wait=True)
+    keep = [p.id for p in points]
+    stale = models.Filter(
+        must=video_filter(video_id).must,
+        must_not=[models.HasIdCondition(has_id=keep)] if keep else None,
+    )
+    stale_count = client.count(collection, count_filter=stale, exact=True).count
+    if stale_count:
+        client.delete(collection, points_selector=models.FilterSelector(filter=stale), wait=True)
+    return stale_count
+
+
+def delete_video(client: QdrantClient, collection: str, video_id: int) -> int:
+    """Remove every point of a video (it left the data folder)."""
+    if not client.collection_exists(collection):
+        return 0
+    count = client.count(collection, count_filter=video_filter(video_id), exact=True).count
+    if count:
+        client.delete(collection, points_selector=models.FilterSelector(filter=video_filter(video_id)), wait=True)
+    return count
+
+
+def stored_fingerprints(client: QdrantClient, collection: str) -> dict[int, set[str]]:
+    """What each stored video was built from, read off its points' payloads."""
+    if not client.collection_exists(collection):
+        return {}
+    found: dict[int, set[str]] = {}
+    offset = None
+    while True:
+        points, offset = client.scroll(
+            collection,
+            limit=1024,
+            offset=offset,
+            with_payload=["metadata.video_id", "metadata.fingerprint"],
+            with_vectors=False,
+        )
+        for point in points:
+            meta = (point.payload or {}).get("metadata", {})
+            found.setdefault(meta.get("video_id"), set()).add(meta.get("fingerprint"))
+        if offset is None:
+            return found
+
+
+def video_points(client: QdrantClient, collection: str, video_id: int) -> list[models.Record]:
+    """Every point of a video with its payload, in chunk order."""
+    points, _ = client.scroll(
+        collection, scroll_filter=video_filter(video_id), limit=100_000, with_payload=True, with_vectors=False
+    )
+    return sorted(points, key=lambda p: p.payload["metadata"]["chunk_index"])
+
+
+SCHEMA_VERSION = 1
+
+
+def build_fingerprint(source_hash: str, model_id: str, settings: object) -> str:
+    """What a video's points were built from: its content, the model, the chunking settings, our schema."""
+
+    parts = f"{SCHEMA_VERSION}|{source_hash}|{model_id}|{settings!r}"
+    return hashlib.sha256(parts.encode("utf-8")).hexdigest()[:32]
