@@ -177,45 +177,80 @@ def cap_groups(groups: list[list[int]], counts: list[int], max_tokens: int, min_
             capped.append(list(group))
     merged: list[list[int]] = []
     sizes: list[int] = []
+    # A filler chunk that the previous chunk cannot take waits here for the next one.
     pending: list[int] = []
+    pending_size = 0
     for group in capped:
-        group = pending + group
         size = sum(counts[i] for i in group)
-        pending = []
+        if pending:
+            if pending_size + size <= max_tokens:
+                group, size = pending + group, pending_size + size
+            else:
+                merged.append(pending)  # neither neighbour can take it
+                sizes.append(pending_size)
+            pending, pending_size = [], 0
         if size < min_tokens:
             if merged and sizes[-1] + size <= max_tokens:
                 merged[-1].extend(group)
                 sizes[-1] += size
-                continue
-            pending = group
+            else:
+                pending, pending_size = list(group), size
             continue
-        merged.append(group)
+        merged.append(list(group))
         sizes.append(size)
     if pending:
-        if merged and sizes[-1] + sum(counts[i] for i in pending) <= max_tokens:
-            merged[-1].extend(pending)
-        else:
-            merged.append(pending)
+        merged.append(pending)
     return merged
 
 
+def _furthest_fitting_cut(text: str, cuts: Sequence[int], count_tokens: TokenCounter, limit: int) -> int | None:
+    """The last of the ascending `cuts` whose prefix fits, found by bisection (prefix counts barely ever shrink)."""
+    low, high, best = 0, len(cuts) - 1, None
+    while low <= high:
+        middle = (low + high) // 2
+        if count_tokens(text[: cuts[middle]]) <= limit:
+            best, low = cuts[middle], middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
+def split_text_to_fit(text: str, count_tokens: TokenCounter, limit: int) -> list[str]:
+    """Cut text into pieces that each fit: between words where possible, else inside a word.
+
+    A word can exceed the window on its own: CJK text has no spaces, and a run of punctuation costs a
+    token per character. Pieces cut between words join back with a space, pieces cut inside a word with
+    nothing.
+    """
+    pieces: list[str] = []
+    while text and count_tokens(text) > limit:
+        spaces = [i for i, ch in enumerate(text) if ch == " "]
+        cut = _furthest_fitting_cut(text, spaces, count_tokens, limit)
+        if cut is not None:
+            pieces.append(text[:cut])
+            text = text[cut + 1 :]
+            continue
+        first_word_end = spaces[0] if spaces else len(text)
+        cut = _furthest_fitting_cut(text, range(1, first_word_end), count_tokens, limit) or 1
+        pieces.append(text[:cut])
+        text = text[cut:]
+    return [piece for piece in [*pieces, text] if piece]
+
+
 def split_long_phrases(phrases: Sequence[Phrase], count_tokens: TokenCounter, max_tokens: int) -> list[Phrase]:
-    """Cut any phrase that alone exceeds the window into word runs that fit, sharing its time span in order."""
+    """Cut any phrase that alone exceeds the window into pieces that fit, sharing its time span in order."""
     result: list[Phrase] = []
     for phrase in phrases:
         if count_tokens(phrase.text) <= max_tokens:
             result.append(phrase)
             continue
-        pieces: list[list[str]] = [[]]
-        for word in phrase.text.split(" "):
-            if pieces[-1] and count_tokens(" ".join(pieces[-1] + [word])) > max_tokens:
-                pieces.append([])
-            pieces[-1].append(word)
-        total_chars = sum(len(" ".join(p)) for p in pieces) or 1
-        duration, begin = phrase.end - phrase.begin, phrase.begin
+        pieces = split_text_to_fit(phrase.text, count_tokens, max_tokens)
+        total_chars = sum(len(p) for p in pieces)
+        duration, begin, done = phrase.end - phrase.begin, phrase.begin, 0
         for piece in pieces:
-            end = begin + duration * len(" ".join(piece)) / total_chars
-            result.append(Phrase(phrase.sent_id, " ".join(piece), begin, min(end, phrase.end)))
+            done += len(piece)
+            end = phrase.begin + duration * done / total_chars
+            result.append(Phrase(phrase.sent_id, piece, begin, min(end, phrase.end)))
             begin = min(end, phrase.end)
     return result
 
