@@ -1,0 +1,29 @@
+# Two entry points: `make demo` (set up, ingest the sample data, answer a question) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch is installed first and separately so that machines with a local CPU build (like ours) use it;
+# elsewhere set TORCH to what suits you, e.g. TORCH="torch --index-url https://download.pytorch.org/whl/cpu".
+TORCH ?= torch==2.13.0
+QUESTION ?= How do I open Free Transform?
+
+.PHONY: setup demo test ci-materialize clean
+
+$(BIN)/pstuts: pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,postgres]'
+	touch $@
+
+setup: $(BIN)/pstuts
+
+demo: setup
+	$(BIN)/pstuts ingest
+	$(BIN)/pstuts search "$(QUESTION)" --top-k 3
+
+test: setup
+	$(BIN)/pytest
+
+clean:
+	rm -rf .storage
