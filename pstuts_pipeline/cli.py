@@ -60,6 +60,22 @@ def ingest(
         raise typer.Exit(1)
 
 
+@app.command()
+def register() -> None:
+    """Register every video in the data folder as a partition, so `dagster asset materialize --partition ID` works."""
+    from pstuts_pipeline.ingest import instance_for_cli, register_partitions
+    from pstuts_pipeline.transcripts import load_catalog
+
+    instance = instance_for_cli()
+    catalog = load_catalog(_definitions().resources["transcript_source"].path())
+    keys = register_partitions(instance, list(catalog.videos), removed=[])
+    console.print(f"{len(keys)} video partitions registered in {instance.root_directory}")
+    for error in catalog.errors:
+        console.print(f"[red]not registered[/red]: {error}")
+    if catalog.errors:
+        raise typer.Exit(1)
+
+
 def _print_results(question: str, results: list, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"question": question, "results": [r.as_json() for r in results]}), flush=True)

@@ -53,7 +53,8 @@ def instance_for_cli() -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
-def _register_partitions(instance: dg.DagsterInstance, keys: list[str], removed: list[str]) -> list[str]:
+def register_partitions(instance: dg.DagsterInstance, keys: list[str], removed: list[str]) -> list[str]:
+    """Add the videos' partitions (in id order, so a first ingest is one contiguous range) and drop removed ones."""
     known = instance.get_dynamic_partitions(video_partitions.name)
     new = [k for k in sorted(keys, key=int) if k not in known]
     if new:
@@ -94,7 +95,7 @@ def ingest(
         )
         for key in plan.removed:
             vectorstore.delete_video(client, qdrant.collection, int(key))
-    order = _register_partitions(instance, list(catalog.videos), plan.removed)
+    order = register_partitions(instance, list(catalog.videos), plan.removed)
     report = IngestReport(plan)
     job = defs.resolve_job_def("ingest_videos")
     for first, last in contiguous_ranges(plan.to_ingest, order):
