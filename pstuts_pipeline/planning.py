@@ -42,7 +42,8 @@ def plan_ingest(
     if selected is not None:
         for key in sorted(selected - set(catalog.videos) - set(plan.failed)):
             plan.failed[key] = f"video {key} is in no file of the data folder"
-    else:
+    elif not catalog.hides_videos:
+        # A video that is missing only because its file cannot be read keeps its points until it reads again.
         bad = {str(v) for v in catalog.bad_video_ids}
         plan.removed = sorted((str(v) for v in stored if str(v) not in catalog.videos and str(v) not in bad), key=int)
     return plan

@@ -13,6 +13,11 @@ from typing import Any
 
 REQUIRED_TEXT_FIELDS = ("title", "url")
 OPTIONAL_TEXT_FIELDS = ("desc", "length")
+MISSING = object()
+# Enough of a broken file's text to tell which videos it holds and where it breaks.
+VIDEO_ID_KEY = re.compile(r'"video_id"\s*:\s*(\d+)')
+SENT_ID_KEY = re.compile(r'"sent_id"\s*:\s*(\d+)')
+ANY_KEY = re.compile(r'"(\w+)"\s*:')
 
 
 class InputError(ValueError):
@@ -75,6 +80,11 @@ class Catalog:
     def bad_video_ids(self) -> set[int]:
         return {e.video_id for e in self.errors if e.video_id is not None}
 
+    @property
+    def hides_videos(self) -> bool:
+        """Some input could not be tied to a video, so a video missing from the catalog may only be unreadable."""
+        return any(e.video_id is None for e in self.errors)
+
 
 @dataclass(frozen=True)
 class TimeRepairs:
@@ -113,6 +123,10 @@ def _describe(value: Any) -> str:
     return json.dumps(value)[:60] if not isinstance(value, str) else f'"{value[:60]}"'
 
 
+def _problem(value: Any, expected: str) -> str:
+    return "is missing" if value is MISSING else f"is {_describe(value)}, not {expected}"
+
+
 def _is_time(value: Any) -> bool:
     return (
         value is None
@@ -124,18 +138,18 @@ def validate_record(record: Any, file: str, index: int) -> int:
     """Check one video record field by field and return its video id; raise InputError naming the field."""
     if not isinstance(record, dict):
         raise InputError(file, f"record {index} is {type(record).__name__}, not an object")
-    video_id = record.get("video_id")
+    video_id = record.get("video_id", MISSING)
     if not isinstance(video_id, int) or isinstance(video_id, bool):
-        raise InputError(file, f"record {index}: 'video_id' is {_describe(video_id)}, not an integer")
+        raise InputError(file, f"record {index}: 'video_id' {_problem(video_id, 'an integer')}")
     for name in REQUIRED_TEXT_FIELDS:
         if not isinstance(record.get(name), str):
-            raise InputError(file, f"is {_describe(record.get(name))}, not a string", video_id, name)
+            raise InputError(file, _problem(record.get(name, MISSING), "a string"), video_id, name)
     for name in OPTIONAL_TEXT_FIELDS:
         if name in record and not isinstance(record[name], str):
-            raise InputError(file, f"is {_describe(record[name])}, not a string", video_id, name)
-    phrases = record.get("transcripts")
+            raise InputError(file, _problem(record[name], "a string"), video_id, name)
+    phrases = record.get("transcripts", MISSING)
     if not isinstance(phrases, list):
-        raise InputError(file, f"is {_describe(phrases)}, not a list of phrases", video_id, "transcripts")
+        raise InputError(file, _problem(phrases, "a list of phrases"), video_id, "transcripts")
     if not phrases:
         raise InputError(file, "is empty: a video needs at least one phrase", video_id, "transcripts")
     seen_ids: set[int] = set()
@@ -143,19 +157,19 @@ def validate_record(record: Any, file: str, index: int) -> int:
         where = f"transcripts[{i}]"
         if not isinstance(phrase, dict):
             raise InputError(file, f"is {_describe(phrase)}, not an object", video_id, where)
-        sent_id = phrase.get("sent_id")
+        sent_id = phrase.get("sent_id", MISSING)
         if not isinstance(sent_id, int) or isinstance(sent_id, bool):
-            raise InputError(file, f"is {_describe(sent_id)}, not an integer", video_id, f"{where}.sent_id")
+            raise InputError(file, _problem(sent_id, "an integer"), video_id, f"{where}.sent_id")
         if sent_id in seen_ids:
             raise InputError(file, f"{sent_id} appears twice", video_id, f"{where}.sent_id")
         seen_ids.add(sent_id)
         if not isinstance(phrase.get("sent"), str):
-            raise InputError(file, f"is {_describe(phrase.get('sent'))}, not a string", video_id, f"{where}.sent")
+            raise InputError(file, _problem(phrase.get("sent", MISSING), "a string"), video_id, f"{where}.sent")
         for key in ("begin", "end"):
-            if not _is_time(phrase.get(key)):
-                raise InputError(
-                    file, f"is {_describe(phrase.get(key))}, not a number of seconds or null", video_id, f"{where}.{key}"
-                )
+            # null is how the source marks an unknown time; a missing key is a broken record.
+            value = phrase.get(key, MISSING)
+            if value is MISSING or not _is_time(value):
+                raise InputError(file, _problem(value, "a number of seconds or null"), video_id, f"{where}.{key}")
     if not any(normalize_text(p["sent"]) for p in phrases):
         raise InputError(file, "holds only empty phrases", video_id, "transcripts")
     qa = record.get("qa", [])
@@ -166,28 +180,63 @@ def validate_record(record: Any, file: str, index: int) -> int:
         if not isinstance(pair, dict):
             raise InputError(file, f"is {_describe(pair)}, not an object", video_id, where)
         if pair.get("sent_id") not in seen_ids:
-            raise InputError(file, f"{_describe(pair.get('sent_id'))} names no phrase", video_id, f"{where}.sent_id")
+            raise InputError(file, _problem(pair.get("sent_id", MISSING), "the sent_id of a phrase"), video_id, f"{where}.sent_id")
         for key in ("q", "a"):
             if not isinstance(pair.get(key), str):
-                raise InputError(file, f"is {_describe(pair.get(key))}, not a string", video_id, f"{where}.{key}")
+                raise InputError(file, _problem(pair.get(key, MISSING), "a string"), video_id, f"{where}.{key}")
     return video_id
+
+
+def unreadable_file_errors(file: str, text: str, position: int, problem: str) -> list[InputError]:
+    """Name every video a file that cannot be parsed seems to hold, and the field where it breaks.
+
+    Without this, the videos of a broken file would look deleted and lose their points.
+    """
+    found = [(m.start(), int(m.group(1))) for m in VIDEO_ID_KEY.finditer(text)]
+    if not found:
+        return [InputError(file, problem)]
+    starts_before = [(start, video_id) for start, video_id in found if start < position]
+    broken = starts_before[-1][1] if starts_before else None
+    errors = []
+    if starts_before:
+        start = starts_before[-1][0]
+        keys = [m.group(1) for m in ANY_KEY.finditer(text, start, position)]
+        sent_ids = [m.group(1) for m in SENT_ID_KEY.finditer(text, start, position)]
+        near = f" (in the phrase with sent_id {sent_ids[-1]})" if sent_ids and keys[-1] != "qa" else ""
+        errors.append(InputError(file, problem + near, broken, keys[-1]))
+    for video_id in dict.fromkeys(v for _, v in found):
+        if video_id != broken:
+            where = f" (in video {broken})" if broken is not None else ""
+            errors.append(InputError(file, f"not read: the file {problem}{where}", video_id))
+    return errors
+
+
+def _line(text: str, position: int) -> int:
+    return text.count("\n", 0, position) + 1
 
 
 def read_video_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
     """Read one JSON file of videos; a bad record costs only that record, a bad file only that file."""
     file = str(path)
     try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return [], [InputError(file, f"is not UTF-8 text (byte {exc.start}: {exc.reason})")]
+        data = path.read_bytes()
     except OSError as exc:
         return [], [InputError(file, f"cannot be read: {exc.strerror}")]
     try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        readable = data.decode("utf-8", errors="replace")
+        position = len(data[: exc.start].decode("utf-8", errors="replace"))
+        problem = f"is not UTF-8 text: {exc.reason} at byte {exc.start} (line {_line(readable, position)})"
+        return [], unreadable_file_errors(file, readable, position, problem)
+    try:
         records = json.loads(text)
     except json.JSONDecodeError as exc:
-        return [], [InputError(file, f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")]
+        problem = f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        return [], unreadable_file_errors(file, text, exc.pos, problem)
     if not isinstance(records, list):
-        return [], [InputError(file, f"holds a JSON {type(records).__name__}, not a list of videos")]
+        problem = f"holds a JSON {type(records).__name__}, not a list of videos"
+        return [], unreadable_file_errors(file, text, 0, problem)
     videos: list[SourceVideo] = []
     errors: list[InputError] = []
     for index, record in enumerate(records):
@@ -202,9 +251,12 @@ def read_video_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
 
 def load_catalog(paths: list[Path] | Path) -> Catalog:
     """Load every `*.json` in a folder (or the given files); a video id found twice is refused everywhere."""
+    catalog = Catalog()
+    if isinstance(paths, Path) and not paths.is_dir():
+        # An unmounted or mistyped folder must not look like a folder whose videos were all deleted.
+        catalog.errors.append(InputError(str(paths), "is not a folder: no transcripts can be read from it"))
     files = sorted(paths.glob("*.json")) if isinstance(paths, Path) else list(paths)
     found: list[SourceVideo] = []
-    catalog = Catalog()
     for path in files:
         videos, errors = read_video_file(path)
         found.extend(videos)
