@@ -33,15 +33,19 @@ def write_data(folder: Path, a: list[dict] | None = None, b: list[dict] | None =
     (folder / "b.json").write_text(json.dumps(SAMPLE[2:] if b is None else b, indent=1), encoding="utf-8")
 
 
-def video_snapshot(storage: Path, video_id: str) -> list[dict]:
-    """A video's points as stored: ids, payloads and vectors."""
+def stored_points(storage: Path) -> list[dict]:
+    """Every point in the local collection, as plain data: id, payload and vectors."""
     client = QdrantClient(path=str(storage / "qdrant"))
     try:
         points, _ = client.scroll(COLLECTION, limit=10_000, with_payload=True, with_vectors=True)
     finally:
         client.close()
-    mine = [p for p in points if str(p.payload["metadata"]["video_id"]) == video_id]
-    return sorted((json.loads(p.model_dump_json()) for p in mine), key=lambda p: p["id"])
+    return sorted((json.loads(p.model_dump_json()) for p in points), key=lambda p: p["id"])
+
+
+def video_snapshot(storage: Path, video_id: str) -> list[dict]:
+    """A video's points as stored."""
+    return [p for p in stored_points(storage) if str(p["payload"]["metadata"]["video_id"]) == video_id]
 
 
 def run_ingest() -> IngestReport:

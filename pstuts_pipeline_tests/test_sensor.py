@@ -1,10 +1,10 @@
 """The data-folder sensor: new, changed and reverted videos, bad files reported, removed videos cleaned up."""
 
+from collections import Counter
 from pathlib import Path
 
 import dagster as dg
 import pytest
-from qdrant_client import QdrantClient
 
 from pstuts_pipeline import chunking, vectorstore
 from pstuts_pipeline.assets.ingestion import TranscriptSource
@@ -15,7 +15,7 @@ from pstuts_pipeline.resources import resources_from_env
 from pstuts_pipeline.sensors import read_cursor, transcript_folder_sensor
 from pstuts_pipeline.transcripts import load_catalog, repair_times
 
-from test_bad_input import CASES, SAMPLE, write_data
+from test_bad_input import CASES, SAMPLE, stored_points, write_data
 
 KEYS = ["9001", "9002", "9003"]
 
@@ -128,16 +128,8 @@ def _store_sample_points(hash_embeddings) -> None:
             vectorstore.replace_video_points(client, resources["qdrant"].collection, video["video_id"], points)
 
 
-def _point_counts(storage: Path) -> dict[int, int]:
-    client = QdrantClient(path=str(storage / "qdrant"))
-    try:
-        points, _ = client.scroll("pstuts_transcripts", limit=10_000, with_payload=True)
-    finally:
-        client.close()
-    counts: dict[int, int] = {}
-    for point in points:
-        counts[point.payload["metadata"]["video_id"]] = counts.get(point.payload["metadata"]["video_id"], 0) + 1
-    return counts
+def _point_counts(storage: Path) -> Counter[int]:
+    return Counter(p["payload"]["metadata"]["video_id"] for p in stored_points(storage))
 
 
 def test_a_removed_video_loses_its_partition_and_points_through_the_sensor_requests(
