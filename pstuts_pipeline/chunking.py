@@ -62,6 +62,17 @@ class TimedChunk:
     def speech_start_stop_times(self) -> list[list[float]]:
         return [[p.begin, p.end] for p in self.phrases]
 
+    def metadata(self) -> dict[str, object]:
+        """The chunk's timing metadata, as stored beside its text everywhere."""
+        return {
+            "chunk_index": self.index,
+            "start": self.start,
+            "stop": self.stop,
+            "sent_ids": self.sent_ids,
+            "speech_start_stop_times": self.speech_start_stop_times,
+            "phrase_char_spans": self.phrase_char_spans(),
+        }
+
     def phrase_char_spans(self) -> list[list[int]]:
         """Where each phrase stands in `text`, so a reader can mark the sentence a link points at."""
         spans, cursor = [], 0

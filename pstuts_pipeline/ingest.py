@@ -10,8 +10,9 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from pstuts_pipeline import vectorstore
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.planning import IngestPlan, contiguous_ranges, plan_ingest
+from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
 from pstuts_pipeline.settings import dagster_home
-from pstuts_pipeline.transcripts import load_catalog
+from pstuts_pipeline.transcripts import Catalog, load_catalog
 
 DEFAULT_INSTANCE_YAML = """\
 # Written by `pstuts ingest` for its default instance. Local-mode Qdrant admits one writer at a time.
@@ -65,6 +66,29 @@ def register_partitions(instance: dg.DagsterInstance, keys: list[str], removed: 
     return instance.get_dynamic_partitions(video_partitions.name)
 
 
+def plan_against_store(
+    source: TranscriptSource,
+    embeddings: EmbeddingsResource,
+    chunking_settings: ChunkingResource,
+    qdrant: QdrantResource,
+    only: list[str] | None = None,
+    force: bool = False,
+) -> tuple[Catalog, IngestPlan]:
+    """Read the data folder and decide, from the fingerprints stored in Qdrant, what must be (re-)ingested."""
+    catalog = load_catalog(source.path())
+    settings = chunking_settings.settings(embeddings.window()[0])
+    with qdrant.get_client() as client:
+        stored = vectorstore.stored_fingerprints(client, qdrant.collection)
+    plan = plan_ingest(
+        catalog,
+        stored,
+        lambda v: vectorstore.build_fingerprint(v.content_hash, embeddings.model_id, settings),
+        only=only,
+        force=force,
+    )
+    return catalog, plan
+
+
 def ingest(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
@@ -81,20 +105,12 @@ def ingest(
         resources["chunking_settings"],
         resources["qdrant"],
     )
-    catalog = load_catalog(source.path())
-    settings = chunking_settings.settings(embeddings.window()[0])
-    on_progress(f"checking {len(catalog.videos)} videos against {qdrant.collection}")
-    with qdrant.get_client() as client:
-        stored = vectorstore.stored_fingerprints(client, qdrant.collection)
-        plan = plan_ingest(
-            catalog,
-            stored,
-            lambda v: vectorstore.build_fingerprint(v.content_hash, embeddings.model_id, settings),
-            only=only,
-            force=force,
-        )
-        for key in plan.removed:
-            vectorstore.delete_video(client, qdrant.collection, int(key))
+    on_progress(f"checking the data folder against {qdrant.collection}")
+    catalog, plan = plan_against_store(source, embeddings, chunking_settings, qdrant, only=only, force=force)
+    if plan.removed:
+        with qdrant.get_client() as client:
+            for key in plan.removed:
+                vectorstore.delete_video(client, qdrant.collection, int(key))
     order = register_partitions(instance, list(catalog.videos), plan.removed)
     report = IngestReport(plan)
     job = defs.resolve_job_def("ingest_videos")

@@ -13,7 +13,16 @@ from qdrant_client import QdrantClient
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking import ChunkerSettings
-from pstuts_pipeline.settings import env_int, storage_dir
+from pstuts_pipeline.settings import data_dir, env_int, storage_dir
+
+
+class TranscriptSource(dg.ConfigurableResource):
+    """The folder of PsTuts-VQA-format JSON files that partitions are read from."""
+
+    data_dir: str = Field(default="", description="Folder of *.json video files (default: data/ in the project).")
+
+    def path(self) -> Path:
+        return Path(self.data_dir) if self.data_dir else data_dir()
 
 
 class EmbeddingsResource(dg.ConfigurableResource):
@@ -120,8 +129,6 @@ def _env(name: str, default: str = "") -> str:
 
 def resources_from_env() -> dict[str, dg.ConfigurableResource]:
     """Every resource, configured from the environment variables listed in the README."""
-    from pstuts_pipeline.assets.ingestion import TranscriptSource
-
     return {
         "transcript_source": TranscriptSource(data_dir=_env("PSTUTS_DATA_DIR")),
         "embeddings": EmbeddingsResource(

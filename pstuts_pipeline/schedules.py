@@ -6,11 +6,8 @@ import dagster as dg
 
 from pstuts_pipeline.jobs import ingest_videos_job
 from pstuts_pipeline.partitions import video_partitions
-from pstuts_pipeline.planning import plan_ingest
-from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource
-from pstuts_pipeline.assets.ingestion import TranscriptSource
-from pstuts_pipeline.transcripts import load_catalog
-from pstuts_pipeline import vectorstore
+from pstuts_pipeline.ingest import plan_against_store
+from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
 
 REINGEST_CRON = os.environ.get("PSTUTS_REINGEST_CRON", "0 3 * * *")
 
@@ -25,16 +22,7 @@ def nightly_reingest(
 ) -> list[dg.RunRequest] | dg.SkipReason:
     """Re-ingest videos whose source, model or settings changed; all of them when PSTUTS_REINGEST_ALL=1."""
     force = os.environ.get("PSTUTS_REINGEST_ALL", "") == "1"
-    catalog = load_catalog(transcript_source.path())
-    settings = chunking_settings.settings(embeddings.window()[0])
-    with qdrant.get_client() as client:
-        stored = vectorstore.stored_fingerprints(client, qdrant.collection)
-    plan = plan_ingest(
-        catalog,
-        stored,
-        lambda v: vectorstore.build_fingerprint(v.content_hash, embeddings.model_id, settings),
-        force=force,
-    )
+    _, plan = plan_against_store(transcript_source, embeddings, chunking_settings, qdrant, force=force)
     for key, error in plan.failed.items():
         context.log.error(f"not ingested: {error}")
     if not plan.to_ingest:

@@ -12,7 +12,6 @@ from qdrant_client import QdrantClient
 from pstuts_pipeline import vectorstore
 from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.assets.ingestion import (
-    TranscriptSource,
     full_transcripts,
     kamradt_chunks,
     phrase_documents,
@@ -21,7 +20,13 @@ from pstuts_pipeline.assets.ingestion import (
 )
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import ingest
-from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, resources_from_env
+from pstuts_pipeline.resources import (
+    ChunkingResource,
+    EmbeddingsResource,
+    QdrantResource,
+    TranscriptSource,
+    resources_from_env,
+)
 
 FEW_VIDEOS = 3
 

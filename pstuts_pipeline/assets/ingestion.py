@@ -5,28 +5,15 @@ import time
 import dagster as dg
 import pandas as pd
 from langchain_core.documents import Document
-from pydantic import Field
 
 from pstuts_pipeline import chunking
 from pstuts_pipeline.partitions import video_partitions
-from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource
-from pstuts_pipeline.settings import data_dir
+from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, TranscriptSource
 from pstuts_pipeline.transcripts import Phrase, SourceVideo, TimeRepairs, load_catalog, repair_times
 
 # Several videos in one run share one model load and one batch of embeddings.
 SINGLE_RUN = dg.BackfillPolicy.single_run()
 INGESTION_GROUP = "ingestion"
-
-
-class TranscriptSource(dg.ConfigurableResource):
-    """The folder of PsTuts-VQA-format JSON files that partitions are read from."""
-
-    data_dir: str = Field(default="", description="Folder of *.json video files (default: data/ in the project).")
-
-    def path(self):
-        from pathlib import Path
-
-        return Path(self.data_dir) if self.data_dir else data_dir()
 
 
 def video_fields(video: SourceVideo) -> dict[str, object]:
@@ -218,15 +205,7 @@ def chunk_document(chunk: chunking.TimedChunk, video_meta: dict[str, object]) ->
     """A timed chunk as a LangChain Document."""
     return Document(
         page_content=chunk.text,
-        metadata={
-            **video_meta,
-            "chunk_index": chunk.index,
-            "start": chunk.start,
-            "stop": chunk.stop,
-            "sent_ids": chunk.sent_ids,
-            "speech_start_stop_times": chunk.speech_start_stop_times,
-            "phrase_char_spans": chunk.phrase_char_spans(),
-        },
+        metadata={**video_meta, **chunk.metadata()},
     )
 
 
