@@ -1,0 +1,115 @@
+"""The tuned embedder as an asset, and model-dependent code versions so a new model marks its users stale."""
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+from pydantic import Field
+
+from pstuts_pipeline import tuning
+
+TUNING_GROUP = "tuning"
+DEFAULTS = tuning.TuningSettings()
+
+
+class TunedEmbedderConfig(dg.Config):
+    """What to train on and how; dev files only validate, they are never trained on."""
+
+    train_files: list[str] = Field(description="PsTuts-VQA-format JSON files whose questions train the model.")
+    dev_files: list[str] = Field(description="PsTuts-VQA-format JSON files for validation (never trained on).")
+    epochs: float = Field(default=DEFAULTS.epochs, description="Passes over the training pairs.")
+    batch_size: int = Field(default=DEFAULTS.batch_size, description="Pairs per step (in-batch negatives).")
+    max_steps: int = Field(default=DEFAULTS.max_steps, description="Cap on optimizer steps (0 = no cap).")
+    learning_rate: float = Field(default=DEFAULTS.learning_rate, description="Peak learning rate.")
+    eval_steps: int = Field(default=DEFAULTS.eval_steps, description="Dev evaluation every N steps (0 = start/end).")
+    out_dir: str = Field(default="", description="Parent folder of model versions (default: PSTUTS_TUNED_MODELS_DIR).")
+
+    def settings(self) -> tuning.TuningSettings:
+        return tuning.TuningSettings(
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            max_steps=self.max_steps,
+            learning_rate=self.learning_rate,
+            eval_steps=self.eval_steps,
+        )
+
+
+def metrics_table(card: dict) -> dg.MetadataValue:
+    """Base and tuned dev metrics side by side."""
+    metrics = card["metrics"]
+    frame = pd.DataFrame({"base": metrics["dev_base"], "tuned": metrics["dev_tuned"]})
+    frame["gain"] = frame["tuned"] - frame["base"]
+    return dg.MetadataValue.md(frame.round(4).to_markdown())
+
+
+@dg.asset(group_name=TUNING_GROUP, kinds={"pytorch"})
+def tuned_embedder(context: dg.AssetExecutionContext, config: TunedEmbedderConfig) -> dg.MaterializeResult:
+    """all-MiniLM-L6-v2 fine-tuned on PsTuts-VQA questions, written as a new versioned model folder."""
+    try:
+        result = tuning.train(
+            [Path(f) for f in config.train_files],
+            [Path(f) for f in config.dev_files],
+            Path(config.out_dir) if config.out_dir else None,
+            config.settings(),
+            log=context.log.info,
+        )
+    except (tuning.TuningDataError, FileNotFoundError) as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from exc
+    card = result.card
+    tuned = card["metrics"]["dev_tuned"]
+    return dg.MaterializeResult(
+        metadata={
+            "model_folder": dg.MetadataValue.path(str(result.folder)),
+            "base_model_sha256": card["base_model"]["sha256"],
+            "model_sha256": card["model_sha256"],
+            "pairs": card["pairs"],
+            "steps": card["steps"],
+            "training_seconds": card["seconds"]["training"],
+            "seconds": card["seconds"]["total"],
+            **{f"dev_{name}": value for name, value in tuned.items()},
+            "dev_metrics": metrics_table(card),
+            "training_data": dg.MetadataValue.json(card["training_data"]),
+            "settings": dg.MetadataValue.json(card["settings"]),
+        },
+        data_version=dg.DataVersion(card["model_sha256"]),
+    )
+
+
+def with_embedder_version(assets: Sequence[dg.AssetsDefinition], model_id: str) -> list[dg.AssetsDefinition]:
+    """Fold the embedding model into the code version of every asset that uses it.
+
+    The model is part of what these assets compute: with it in their code version, switching models
+    (PSTUTS_EMBEDDING_MODEL) shows them as stale in Dagster until they are materialized again.
+    """
+
+    def versioned(spec: dg.AssetSpec) -> dg.AssetSpec:
+        code = f"{spec.code_version}+" if spec.code_version else ""
+        return spec.replace_attributes(code_version=f"{code}embedder={model_id}")
+
+    return [a.map_asset_specs(versioned) if "embeddings" in a.required_resource_keys else a for a in assets]
+
+
+def materialize_tuned_embedder(
+    instance: dg.DagsterInstance, config: TunedEmbedderConfig, log_level: str = "INFO"
+) -> dg.AssetMaterialization:
+    """Run the asset in-process against an instance (as `pstuts tune` does) and return its materialization."""
+    result = dg.materialize(
+        [tuned_embedder],
+        instance=instance,
+        run_config={
+            "ops": {"tuned_embedder": {"config": config.model_dump()}},
+            "loggers": {"console": {"config": {"log_level": log_level}}},
+        },
+        tags={"pstuts/trigger": "cli"},
+        raise_on_error=False,
+    )
+    if not result.success:
+        failure = result.failure_data_for_node("tuned_embedder")
+        detail = "see the run's logs"
+        if failure is not None and failure.user_failure_data is not None:
+            detail = failure.user_failure_data.description or detail
+        elif failure is not None and failure.error is not None:
+            detail = failure.error.message.strip()
+        raise RuntimeError(f"tuned_embedder failed (run {result.run_id}): {detail}")
+    return result.asset_materializations_for_node("tuned_embedder")[0]

@@ -1,0 +1,394 @@
+"""Fine-tuning the embedder on PsTuts-VQA questions into a versioned model folder with its card (no Dagster)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pstuts_pipeline import chunking, embedding
+from pstuts_pipeline.settings import storage_dir
+from pstuts_pipeline.transcripts import load_catalog, qa_pairs, repair_times
+
+BASE_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+CARD_FILE = "pstuts_tuning.json"
+LATEST = "latest"
+EVALUATOR_NAME = "pstuts-dev"
+# The dev metrics kept in the card, by their short name, from InformationRetrievalEvaluator's keys.
+CARD_METRICS = ("accuracy@1", "accuracy@5", "accuracy@10", "mrr@10", "ndcg@10")
+Log = Callable[[str], None]
+
+
+class TuningDataError(ValueError):
+    """The training or dev files cannot be used as given; the message names the file or the videos."""
+
+
+@dataclass(frozen=True)
+class TuningSettings:
+    """How the model is trained; recorded in the card so a version can be reproduced."""
+
+    epochs: float = 1.0
+    batch_size: int = 64
+    max_steps: int = 0  # 0: no cap, train for `epochs`
+    learning_rate: float = 5e-5
+    warmup_ratio: float = 0.1
+    max_seq_length: int = 128  # training only; the saved model keeps the base model's window
+    buffer_size: int = 1  # neighbours on each side of the answer phrase, as the pipeline's phrase vectors
+    eval_steps: int = 0  # 0: evaluate on dev before and after training only
+    bf16: bool | None = None  # None: bfloat16 autocast where the CPU computes it natively (AVX512-BF16/AMX)
+    seed: int = 42
+
+
+@dataclass(frozen=True)
+class QAExample:
+    """A question and the text the pipeline embeds for the phrase that answers it."""
+
+    video_id: int
+    sent_id: int
+    question: str
+    passage: str
+
+
+@dataclass
+class Split:
+    """The usable questions of some files, every phrase passage of their videos, and what was left out."""
+
+    examples: list[QAExample] = field(default_factory=list)
+    passages: dict[str, str] = field(default_factory=dict)  # "video:sent_id" -> passage
+    files: list[dict[str, Any]] = field(default_factory=list)
+    skipped_questions: int = 0
+
+    @property
+    def video_ids(self) -> set[int]:
+        return {int(key.split(":")[0]) for key in self.passages}
+
+
+@dataclass(frozen=True)
+class TuningResult:
+    """Where the new model is and what its card says."""
+
+    folder: Path
+    card: dict[str, Any]
+
+
+def phrase_passages(record: dict[str, Any], buffer_size: int) -> dict[int, str]:
+    """Each spoken phrase with its neighbours, by sent_id: the text behind the pipeline's vector for that phrase."""
+    phrases, _ = repair_times(record["transcripts"])
+    spoken = [p for p in phrases if p.text]
+    windows = chunking.chunker_windows([p.text for p in spoken], buffer_size)
+    return {p.sent_id: w for p, w in zip(spoken, windows, strict=True)}
+
+
+def load_split(files: Sequence[Path], buffer_size: int) -> Split:
+    """Read PsTuts-VQA-format files into questions and passages, refusing files with invalid videos."""
+    if not files:
+        raise TuningDataError("no files given")
+    catalog = load_catalog([Path(f) for f in files])
+    if catalog.errors:
+        raise TuningDataError("\n".join(str(e) for e in catalog.errors))
+    split = Split()
+    per_file: dict[str, dict[str, int]] = {str(f): {"videos": 0, "questions": 0} for f in files}
+    for video in catalog.videos.values():
+        passages = phrase_passages(video.record, buffer_size)
+        split.passages.update({f"{video.video_id}:{sent_id}": text for sent_id, text in passages.items()})
+        per_file[video.file]["videos"] += 1
+        for pair in qa_pairs(video.record):
+            question = pair.question.strip()
+            if not question or pair.sent_id not in passages:
+                split.skipped_questions += 1  # blank question, or its answer phrase has no words
+                continue
+            split.examples.append(QAExample(video.video_id, pair.sent_id, question, passages[pair.sent_id]))
+            per_file[video.file]["questions"] += 1
+    split.files = [{"file": name, "sha256": embedding._sha256(Path(name)), **counts} for name, counts in per_file.items()]
+    if not split.examples:
+        raise TuningDataError(f"{', '.join(map(str, files))}: no question-answer pairs ('qa') to use")
+    return split
+
+
+def check_disjoint(train: Split, dev: Split) -> None:
+    """Dev chooses settings and validates; a dev video among the training data would make that worthless."""
+    shared = sorted(train.video_ids & dev.video_ids)
+    if shared:
+        raise TuningDataError(
+            f"videos {', '.join(map(str, shared[:10]))}{' ...' if len(shared) > 10 else ''} are in both the "
+            "training files and the dev files: dev must never be trained on"
+        )
+
+
+def training_pairs(split: Split) -> dict[str, list[str]]:
+    """(anchor, positive) columns for MultipleNegativesRankingLoss, each distinct pair once."""
+    pairs = list(dict.fromkeys((e.question, e.passage) for e in split.examples))
+    return {"anchor": [q for q, _ in pairs], "positive": [p for _, p in pairs]}
+
+
+def length_grouped_batches(
+    rows: Sequence[Sequence[str]], batch_size: int, seed: int, pool_batches: int = 64
+) -> list[list[int]]:
+    """Shuffled batches of rows with similar passage length, no text twice in a batch.
+
+    Padding to the longest passage of a random batch roughly doubles the work on CPU; sorting shuffled pools of
+    rows by length removes most of it. A text repeated in a batch would be its own negative under in-batch
+    negatives, so a row whose question or passage is already in the batch waits for the next one.
+    """
+    rng = random.Random(seed)
+    order = list(range(len(rows)))
+    rng.shuffle(order)
+    batches: list[list[int]] = []
+    waiting: list[int] = []
+    pool = batch_size * pool_batches
+    for start in range(0, len(order) + pool, pool):
+        last = start >= len(order)
+        waiting += sorted(order[start : start + pool], key=lambda i: len(rows[i][-1]))
+        while waiting:
+            batch, seen, rest = [], set(), []
+            for i in waiting:
+                if len(batch) < batch_size and seen.isdisjoint(rows[i]):
+                    batch.append(i)
+                    seen.update(rows[i])
+                else:
+                    rest.append(i)
+            if len(batch) < batch_size and not last:
+                break  # fill it from the next pool
+            batches.append(batch)
+            waiting = rest
+        if last:
+            break
+    rng.shuffle(batches)
+    return batches
+
+
+def _batch_sampler_class():
+    from sentence_transformers.base.sampler import DefaultBatchSampler
+
+    class LengthGroupedNoDuplicatesSampler(DefaultBatchSampler):
+        """`length_grouped_batches` as a sentence-transformers batch sampler, reshuffled every epoch."""
+
+        def __init__(self, dataset, batch_size, drop_last, valid_label_columns=None, generator=None, seed=0):  # noqa: ANN001
+            super().__init__(dataset, batch_size, drop_last, valid_label_columns, generator, seed)
+            self.rows = list(zip(*(dataset[c] for c in dataset.column_names), strict=True))
+            self.epoch = 0
+
+        def _batches(self) -> list[list[int]]:
+            return length_grouped_batches(self.rows, self.batch_size, self.seed + self.epoch)
+
+        def __iter__(self):  # noqa: ANN204
+            yield from self._batches()
+
+        def __len__(self) -> int:
+            return len(self._batches())
+
+    return LengthGroupedNoDuplicatesSampler
+
+
+def native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively; elsewhere bf16 autocast is slower than float32."""
+    import torch
+
+    return bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
+
+
+def dev_evaluator(split: Split, batch_size: int = 64):
+    """Dev questions against every phrase passage of the dev videos; the answer phrase is the one relevant hit."""
+    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+
+    queries = {f"q{i}": e.question for i, e in enumerate(split.examples)}
+    relevant = {f"q{i}": {f"{e.video_id}:{e.sent_id}"} for i, e in enumerate(split.examples)}
+    return InformationRetrievalEvaluator(
+        queries=queries,
+        corpus=split.passages,
+        relevant_docs=relevant,
+        accuracy_at_k=[1, 5, 10],
+        precision_recall_at_k=[5],
+        mrr_at_k=[10],
+        ndcg_at_k=[10],
+        map_at_k=[10],
+        batch_size=batch_size,
+        name=EVALUATOR_NAME,
+        write_csv=False,
+    )
+
+
+def card_metrics(results: dict[str, float]) -> dict[str, float]:
+    """The evaluator's metrics under short names (its keys carry a prefix and the score function)."""
+    short = {}
+    for key, value in results.items():
+        name = key.rsplit("_", 1)[-1]
+        if name in CARD_METRICS:
+            short[name] = round(float(value), 4)
+    return short
+
+
+def version_name(base_sha256: str, data: list[dict[str, Any]], settings: TuningSettings, created: datetime) -> str:
+    """A folder name that sorts by time and says which inputs made it."""
+    inputs = json.dumps({"base": base_sha256, "data": [d["sha256"] for d in data], **asdict(settings)}, sort_keys=True)
+    return f"minilm-pstuts-{created:%Y%m%dT%H%M%SZ}-{hashlib.sha256(inputs.encode()).hexdigest()[:8]}"
+
+
+def tuned_models_dir() -> Path:
+    """Where tuned model versions go by default, and where `latest` looks for them."""
+    return Path(os.environ.get("PSTUTS_TUNED_MODELS_DIR") or storage_dir() / "tuned_models")
+
+
+def read_card(folder: Path) -> dict[str, Any]:
+    """The tuning card of a model folder."""
+    return json.loads((Path(folder) / CARD_FILE).read_text())
+
+
+def latest_model(root: Path | None = None) -> Path:
+    """The newest complete model version under `root` (a folder counts once its card is written)."""
+    root = Path(root) if root else tuned_models_dir()
+    versions = sorted(
+        (read_card(card.parent)["created"], card.parent) for card in root.glob(f"*/{CARD_FILE}")
+    ) if root.is_dir() else []
+    if not versions:
+        raise FileNotFoundError(f"{root}: no tuned model yet (PSTUTS_EMBEDDING_MODEL=latest); run `pstuts tune` first")
+    return versions[-1][1]
+
+
+def resolve_model(value: str) -> str:
+    """PSTUTS_EMBEDDING_MODEL as a folder: `latest` means the newest tuned version, anything else is kept."""
+    return str(latest_model()) if value.strip().lower() == LATEST else value
+
+
+def _progress_callback(log: Log):
+    from transformers import TrainerCallback
+
+    class LogProgress(TrainerCallback):
+        """Forward the trainer's loss and dev metrics to the caller's log as they come."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001, ANN201 - transformers' hook
+            shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in (logs or {}).items()}
+            log(f"step {state.global_step}/{state.max_steps}: {shown}")
+
+    return LogProgress()
+
+
+def _history(log_history: list[dict[str, Any]]) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    losses = [{"step": h["step"], "loss": round(h["loss"], 4)} for h in log_history if "loss" in h]
+    evals = [
+        {"step": h["step"], **card_metrics({k: v for k, v in h.items() if EVALUATOR_NAME in k})}
+        for h in log_history
+        if any(EVALUATOR_NAME in k for k in h)
+    ]
+    return losses, evals
+
+
+def train(
+    train_files: Sequence[Path],
+    dev_files: Sequence[Path],
+    out_root: Path | None = None,
+    settings: TuningSettings = TuningSettings(),
+    base_model: Path | None = None,
+    log: Log = print,
+) -> TuningResult:
+    """Fine-tune the base model on the training files' questions, validate on dev, write a new model version."""
+    started = time.perf_counter()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import sentence_transformers
+    import torch
+    import transformers
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
+
+    base = Path(base_model) if base_model else embedding.bundled_model_path()
+    if base_model is None:
+        embedding.verify_bundled_model(base)
+    train_split = load_split(train_files, settings.buffer_size)
+    dev_split = load_split(dev_files, settings.buffer_size)
+    check_disjoint(train_split, dev_split)
+    columns = training_pairs(train_split)
+    settings = replace(settings, bf16=native_bf16() if settings.bf16 is None else settings.bf16)
+    log(
+        f"{len(columns['anchor'])} training pairs from {len(train_split.video_ids)} videos; "
+        f"dev: {len(dev_split.examples)} questions over {len(dev_split.passages)} phrases"
+    )
+
+    model = SentenceTransformer(str(base), device="cpu", local_files_only=True)
+    window = model.max_seq_length
+    model.max_seq_length = settings.max_seq_length
+    evaluator = dev_evaluator(dev_split)
+    base_metrics = card_metrics(evaluator(model))
+    log(f"base model on dev: {base_metrics}")
+
+    out_root = Path(out_root) if out_root else tuned_models_dir()
+    created = datetime.now(UTC)
+    base_sha = embedding._sha256(base / "model.safetensors")
+    name = version_name(base_sha, train_split.files, settings, created)
+    staging = out_root / f".{name}.partial"
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(staging / "checkpoints"),
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps if settings.max_steps > 0 else -1,
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        warmup_steps=settings.warmup_ratio,
+        batch_sampler=_batch_sampler_class(),
+        eval_strategy="steps" if settings.eval_steps > 0 else "no",
+        eval_steps=settings.eval_steps if settings.eval_steps > 0 else None,
+        save_strategy="no",
+        logging_steps=10,
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+        bf16=settings.bf16,
+        seed=settings.seed,
+        data_seed=settings.seed,
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_dict(columns),
+        loss=MultipleNegativesRankingLoss(model),
+        evaluator=evaluator,
+        callbacks=[_progress_callback(log)],
+    )
+    trainer.remove_callback(transformers.PrinterCallback)  # it prints every log to stdout; ours goes to `log`
+    train_started = time.perf_counter()
+    trainer.train()
+    train_seconds = time.perf_counter() - train_started
+    tuned_metrics = card_metrics(evaluator(model))
+    log(f"tuned model on dev: {tuned_metrics} after {train_seconds:.0f}s of training")
+
+    model.max_seq_length = window  # the pipeline sizes chunks by this window: keep it as the base model's
+    model.save(str(staging))
+    shutil.rmtree(staging / "checkpoints", ignore_errors=True)
+    losses, evals = _history(trainer.state.log_history)
+    card = {
+        "name": name,
+        "created": created.isoformat(),
+        "base_model": {"name": BASE_MODEL_NAME, "path": str(base), "sha256": base_sha},
+        "model_sha256": embedding._sha256(staging / "model.safetensors"),
+        "training_data": train_split.files,
+        "dev_data": dev_split.files,
+        "pairs": len(columns["anchor"]),
+        "skipped_questions": {"train": train_split.skipped_questions, "dev": dev_split.skipped_questions},
+        "loss": "MultipleNegativesRankingLoss",
+        "settings": asdict(settings),
+        "steps": trainer.state.global_step,
+        "metrics": {"dev_base": base_metrics, "dev_tuned": tuned_metrics},
+        "eval_history": evals,
+        "loss_history": losses,
+        "seconds": {"training": round(train_seconds, 1), "total": round(time.perf_counter() - started, 1)},
+        "versions": {
+            "sentence_transformers": sentence_transformers.__version__,
+            "transformers": transformers.__version__,
+            "torch": torch.__version__,
+        },
+        "note": "Trained on PsTuts-VQA questions (CC BY-NC): the weights may carry its non-commercial terms.",
+    }
+    (staging / CARD_FILE).write_text(json.dumps(card, indent=2))
+    folder = out_root / name
+    staging.rename(folder)  # `latest` only ever sees complete versions
+    log(f"model written to {folder}")
+    return TuningResult(folder, card)

@@ -1,0 +1,143 @@
+"""The tuned embedder: pairs and batches, a short real training run through Dagster, and the pipeline using it."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import pytest
+
+from pstuts_pipeline import embedding, tuning, vectorstore
+from pstuts_pipeline.assets.tuning import TunedEmbedderConfig, materialize_tuned_embedder
+from pstuts_pipeline.definitions import build_definitions
+from pstuts_pipeline.ingest import ingest
+from pstuts_pipeline.resources import EmbeddingsResource, resources_from_env
+
+TRAIN_QUESTIONS = 40
+DEV_QUESTIONS = 20
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def slice_files(tmp_path_factory, pstuts_files) -> tuple[Path, Path]:
+    """One train video cut to 40 questions and the shortest dev video cut to 20: a training run of seconds."""
+    folder = tmp_path_factory.mktemp("tuning_data")
+    train = json.loads(pstuts_files[0].read_text())[0]
+    dev = min(json.loads(pstuts_files[1].read_text()), key=lambda v: len(v["transcripts"]))
+    train["qa"], dev["qa"] = train["qa"][:TRAIN_QUESTIONS], dev["qa"][:DEV_QUESTIONS]
+    (folder / "train_slice.json").write_text(json.dumps([train]))
+    (folder / "dev").mkdir()
+    (folder / "dev" / "dev_slice.json").write_text(json.dumps([dev]))
+    return folder / "train_slice.json", folder / "dev" / "dev_slice.json"
+
+
+def test_pairs_are_questions_with_the_answer_phrase_and_its_neighbours(pstuts_records):
+    record = pstuts_records[0]
+    passages = tuning.phrase_passages(record, buffer_size=1)
+    texts = {p["sent_id"]: " ".join(p["sent"].split()) for p in record["transcripts"]}
+    spoken = [s for s in sorted(texts) if texts[s]]
+    middle = spoken[5]
+    assert passages[middle] == " ".join(texts[s] for s in spoken[4:7])
+    assert passages[spoken[0]] == " ".join(texts[s] for s in spoken[:2])
+
+
+def test_training_refuses_dev_videos(slice_files):
+    train, dev = slice_files
+    train_split = tuning.load_split([train], 1)
+    with pytest.raises(tuning.TuningDataError, match="both the training files and the dev files"):
+        tuning.check_disjoint(train_split, tuning.load_split([train, dev], 1))
+    tuning.check_disjoint(train_split, tuning.load_split([dev], 1))
+
+
+def test_length_grouped_batches_cover_every_row_once_without_repeated_texts(pstuts_files):
+    split = tuning.load_split([pstuts_files[0]], 1)
+    columns = tuning.training_pairs(split)
+    rows = list(zip(columns["anchor"], columns["positive"], strict=True))
+    batches = tuning.length_grouped_batches(rows, 64, seed=3)
+    assert sorted(i for b in batches for i in b) == list(range(len(rows)))
+    assert all(len(b) <= 64 for b in batches) and sum(len(b) < 64 for b in batches) <= 5
+    for batch in batches:
+        texts = [t for i in batch for t in rows[i]]
+        assert len(set(texts)) == len(texts)
+    lengths = np.array([len(r[1]) for r in rows])
+    padded = sum(lengths[b].max() * len(b) for b in batches)
+    assert padded < 1.4 * lengths.sum()  # a random batching pads to about twice the text
+    assert tuning.length_grouped_batches(rows, 64, seed=4) != batches
+
+
+@pytest.fixture(scope="module")
+def tuned(slice_files, tmp_path_factory) -> tuple[Path, dg.AssetMaterialization]:
+    """A few real training steps, materialized through Dagster like `pstuts tune` does."""
+    train, dev = slice_files
+    out = tmp_path_factory.mktemp("models")
+    config = TunedEmbedderConfig(
+        train_files=[str(train)], dev_files=[str(dev)], batch_size=8, max_steps=4, eval_steps=2, out_dir=str(out)
+    )
+    with dg.instance_for_test() as instance:
+        event = materialize_tuned_embedder(instance, config, log_level="WARNING")
+    return Path(event.metadata["model_folder"].value), event
+
+
+@pytest.mark.slow
+def test_tuned_model_folder_records_its_card(tuned, slice_files):
+    folder, event = tuned
+    card = tuning.read_card(folder)
+    assert card["base_model"]["sha256"] == embedding.OFFICIAL_MINILM_SHA256["model.safetensors"]
+    assert card["model_sha256"] == _sha256(folder / "model.safetensors") != card["base_model"]["sha256"]
+    assert [d["sha256"] for d in card["training_data"]] == [_sha256(slice_files[0])]
+    assert [d["sha256"] for d in card["dev_data"]] == [_sha256(slice_files[1])]
+    assert card["pairs"] == TRAIN_QUESTIONS and card["steps"] == 4
+    assert card["settings"]["batch_size"] == 8 and card["settings"]["max_steps"] == 4
+    assert set(card["metrics"]["dev_base"]) == set(card["metrics"]["dev_tuned"]) >= {"accuracy@5", "mrr@10"}
+    assert [e["step"] for e in card["eval_history"]] == [2, 4]
+    assert 0 < card["seconds"]["training"] <= card["seconds"]["total"]
+    assert event.metadata["model_sha256"].value == card["model_sha256"]
+    assert event.metadata["dev_accuracy@5"].value == card["metrics"]["dev_tuned"]["accuracy@5"]
+    assert (folder / "README.md").exists()  # sentence-transformers' own model card
+    # The pipeline sizes chunks by the model's window: the tuned model keeps the base model's 256 tokens.
+    assert embedding.window_tokens(embedding.EmbeddingSpec(model=str(folder)))[0] == 256
+
+
+@pytest.mark.slow
+def test_tuned_model_loads_and_embeds_differently_from_the_base(tuned):
+    folder, _ = tuned
+    base, tuned_resource = EmbeddingsResource(), EmbeddingsResource(model=str(folder))
+    assert tuned_resource.model_id != base.model_id and tuned_resource.model_id.startswith(f"local:{folder.name}:")
+    text = "Press Command+T for Free Transform"
+    tuned_vector = np.array(tuned_resource.query_embeddings().embed_query(text))
+    base_vector = np.array(base.query_embeddings().embed_query(text))
+    assert tuned_vector.shape == (384,) and abs(np.linalg.norm(tuned_vector) - 1) < 1e-4
+    assert 0.9 < float(tuned_vector @ base_vector) < 0.99999
+
+
+@pytest.mark.slow
+def test_latest_points_the_pipeline_at_the_newest_version(tuned, slice_files, storage, monkeypatch):
+    folder, _ = tuned
+    monkeypatch.setenv("PSTUTS_TUNED_MODELS_DIR", str(folder.parent))
+    monkeypatch.setenv("PSTUTS_EMBEDDING_MODEL", "latest")
+    monkeypatch.setenv("PSTUTS_DATA_DIR", str(slice_files[1].parent))
+    defs = build_definitions(resources_from_env())
+    embeddings = defs.resources["embeddings"]
+    assert Path(embeddings.model) == folder
+    # The model is in the code version of the assets that use it, so a new model marks them stale.
+    graph = defs.resolve_asset_graph()
+    for key in ("kamradt_chunks", "timestamped_chunks", "qdrant_collection"):
+        assert graph.get(dg.AssetKey(key)).code_version.endswith(f"embedder={embeddings.model_id}")
+    assert graph.get(dg.AssetKey("raw_transcripts")).code_version is None
+
+    report = ingest(defs, dg.DagsterInstance.get())
+    assert report.ok and report.chunks > 0
+    with defs.resources["qdrant"].get_client() as client:
+        assert vectorstore.collection_model(client, "pstuts_transcripts") == embeddings.model_id
+
+
+def test_latest_without_a_tuned_model_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("PSTUTS_TUNED_MODELS_DIR", str(tmp_path))
+    (tmp_path / ".minilm-pstuts-x.partial").mkdir()  # an unfinished run is not a version
+    with pytest.raises(FileNotFoundError, match="run `pstuts tune` first"):
+        tuning.resolve_model("latest")
+    assert tuning.resolve_model("/some/folder") == "/some/folder"
