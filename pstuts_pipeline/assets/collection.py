@@ -7,13 +7,11 @@ import pandas as pd
 from langchain_core.documents import Document
 
 from pstuts_pipeline import chunking, vectorstore
-from pstuts_pipeline.assets.ingestion import INGESTION_GROUP, SINGLE_RUN, timed_chunk_of
+from pstuts_pipeline.assets.ingestion import INGESTION_GROUP, SINGLE_RUN, TRANSIENT_RETRY, timed_chunk_of
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource
 from pstuts_pipeline.transcripts import SourceVideo
 
-# Transient failures (API rate limits, 5xx, Qdrant timeouts) are retried with backoff.
-TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 # Local-mode Qdrant admits one client per folder: one writer at a time (limit set in dagster.yaml).
 QDRANT_POOL = "qdrant_writes"
 

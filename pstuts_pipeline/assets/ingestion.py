@@ -14,6 +14,8 @@ from pstuts_pipeline.transcripts import Phrase, SourceVideo, TimeRepairs, load_c
 # Several videos in one run share one model load and one batch of embeddings.
 SINGLE_RUN = dg.BackfillPolicy.single_run()
 INGESTION_GROUP = "ingestion"
+# Steps that call the embedding API or Qdrant retry transient failures (rate limits, 5xx, timeouts) with backoff.
+TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 
 
 def video_fields(video: SourceVideo) -> dict[str, object]:
@@ -123,7 +125,13 @@ def full_transcripts(
     return result
 
 
-@dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP, kinds={"langchain"})
+@dg.asset(
+    partitions_def=video_partitions,
+    backfill_policy=SINGLE_RUN,
+    group_name=INGESTION_GROUP,
+    kinds={"langchain"},
+    retry_policy=TRANSIENT_RETRY,
+)
 def kamradt_chunks(
     context: dg.AssetExecutionContext,
     full_transcripts: dict[str, Document],
