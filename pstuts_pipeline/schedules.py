@@ -10,9 +10,17 @@ from pstuts_pipeline.ingest import plan_against_store
 from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
 
 REINGEST_CRON = os.environ.get("PSTUTS_REINGEST_CRON", "0 3 * * *")
+REINGEST_TIMEZONE = os.environ.get("PSTUTS_REINGEST_TIMEZONE", "UTC")
+FULL_REASON = "full re-ingest requested (PSTUTS_REINGEST_ALL=1, e.g. a new embedding model)"
+CHANGED_REASON = "new video, or its source, embedding model or chunking settings differ from what Qdrant holds"
 
 
-@dg.schedule(job=ingest_videos_job, cron_schedule=REINGEST_CRON, default_status=dg.DefaultScheduleStatus.STOPPED)
+@dg.schedule(
+    job=ingest_videos_job,
+    cron_schedule=REINGEST_CRON,
+    execution_timezone=REINGEST_TIMEZONE,
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+)
 def nightly_reingest(
     context: dg.ScheduleEvaluationContext,
     transcript_source: TranscriptSource,
@@ -31,7 +39,7 @@ def nightly_reingest(
     unregistered = [k for k in plan.to_ingest if k not in known]
     if unregistered:
         context.log.warning(f"videos {unregistered} are not partitions yet; the folder sensor registers them")
-    reason = "scheduled full re-ingest" if force else "scheduled: source, model or settings changed"
+    reason = FULL_REASON if force else CHANGED_REASON
     return [
         dg.RunRequest(
             run_key=f"{context.scheduled_execution_time}:{key}",
