@@ -33,17 +33,30 @@ def phrases_linked_exactly_once(
     timestamped_chunks: dict[str, list[Document]], phrase_documents: dict[str, list[Document]]
 ) -> dg.AssetCheckResult:
     """Every phrase lands in exactly one chunk, in order, and chunk text is exactly its phrases' text."""
-    problems = {
-        key: validation.linking_problems(phrases_of(phrase_documents[key]), [timed_chunk_of(d) for d in docs])
-        for key, docs in timestamped_chunks.items()
-    }
+    problems = {}
+    for key, docs in timestamped_chunks.items():
+        chunks = [timed_chunk_of(d) for d in docs]
+        problems[key] = validation.linking_problems(phrases_of(phrase_documents[key]), chunks) + [
+            f"chunk {c.index}: its text is not exactly its phrases' text"
+            for d, c in zip(docs, chunks, strict=True)
+            if d.page_content != c.text
+        ]
     return _result(problems)
 
 
 @dg.asset_check(asset=timestamped_chunks, partitions_def=video_partitions, blocking=True)
 def chunk_times_ordered_and_bounded(timestamped_chunks: dict[str, list[Document]]) -> dg.AssetCheckResult:
     """start <= stop, phrase times inside their chunk's span, chunk starts never going backwards."""
-    problems = {key: validation.timing_problems([timed_chunk_of(d) for d in docs]) for key, docs in timestamped_chunks.items()}
+    problems = {}
+    for key, docs in timestamped_chunks.items():
+        chunks = [timed_chunk_of(d) for d in docs]
+        # The stored start/stop are what users jump to: they must be the span of the chunk's phrases.
+        problems[key] = validation.timing_problems(chunks) + [
+            f"chunk {c.index}: start/stop {d.metadata.get('start')}/{d.metadata.get('stop')}, "
+            f"not its phrases' span {c.start}/{c.stop}"
+            for d, c in zip(docs, chunks, strict=True)
+            if (d.metadata.get("start"), d.metadata.get("stop")) != (c.start, c.stop)
+        ]
     return _result(problems)
 
 

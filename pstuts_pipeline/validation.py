@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -9,23 +10,33 @@ from pstuts_pipeline.chunking import TimedChunk
 from pstuts_pipeline.transcripts import Phrase
 
 
+def _compact(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
 def linking_problems(phrases: Sequence[Phrase], chunks: Sequence[TimedChunk]) -> list[str]:
-    """Every phrase in exactly one chunk, in order, and chunk text made of exactly its phrases."""
+    """Every phrase in exactly one chunk, in order, and chunk text made of exactly its phrases' text."""
     problems = []
-    linked = [p.sent_id for c in chunks for p in c.phrases]
-    # A phrase longer than the window is cut into pieces that share its id in consecutive chunks.
-    collapsed = [s for i, s in enumerate(linked) if i == 0 or linked[i - 1] != s]
+    # A phrase longer than the window is cut into pieces in consecutive chunks: gather each run of pieces.
+    runs: list[tuple[int, list[str]]] = []
+    for chunk in chunks:
+        for unit in chunk.phrases:
+            if runs and runs[-1][0] == unit.sent_id:
+                runs[-1][1].append(unit.text)
+            else:
+                runs.append((unit.sent_id, [unit.text]))
+    linked = [sent_id for sent_id, _ in runs]
     expected = [p.sent_id for p in phrases]
-    if collapsed != expected:
-        counts = Counter(collapsed)
+    if linked != expected:
+        counts = Counter(linked)
         lost = [s for s in expected if s not in counts]
         doubled = sorted(s for s, n in counts.items() if n > 1)
         problems.append(f"phrases lost {lost[:10]}, in more than one chunk {doubled[:10]}, or out of order")
-    texts = {p.sent_id: p.text for p in phrases}
-    for chunk in chunks:
-        for phrase in chunk.phrases:
-            if phrase.text and phrase.text not in texts.get(phrase.sent_id, ""):
-                problems.append(f"chunk {chunk.index}: phrase {phrase.sent_id} text differs from the transcript")
+        return problems
+    for phrase, (sent_id, pieces) in zip(phrases, runs):
+        # Pieces rebuild the phrase exactly once; a phrase repeated across a chunk boundary does not.
+        if _compact("".join(pieces)) != _compact(phrase.text) or (not phrase.text and len(pieces) > 1):
+            problems.append(f"phrase {sent_id}: its chunks hold {' | '.join(pieces)[:80]!r}, not its text once")
     return problems
 
 
