@@ -34,6 +34,7 @@ def tune(train: list[Path], dev: list[Path], storage: Path, args: argparse.Names
         batch_size=args.batch_size,
         max_steps=args.max_steps,
         eval_steps=args.eval_steps,
+        threads=args.threads,
         out_dir=str(args.out or storage / "tuned_models"),
     )
     (storage / "dagster_home_tune").mkdir(parents=True, exist_ok=True)
@@ -91,9 +92,13 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-steps", type=int, default=0)
     parser.add_argument("--eval-steps", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=1, help="Torch threads, for training and the pipeline runs.")
     parser.add_argument("--json", type=Path, help="Also write the results here.")
     args = parser.parse_args()
 
+    import torch
+
+    torch.set_num_threads(args.threads)  # on a shared CPU one thread is several times faster than two
     storage = args.storage or Path(tempfile.mkdtemp(prefix="tune_embedder_"))
     train, dev = [PSTUTS_DIR / "train.json"], [PSTUTS_DIR / "dev.json"]
     # Only train and dev go into the collection: nothing else in the shared folder is read.

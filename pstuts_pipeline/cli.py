@@ -76,6 +76,41 @@ def register() -> None:
         raise typer.Exit(1)
 
 
+@app.command()
+def tune(
+    train: Annotated[list[Path], typer.Option("--train", help="PsTuts-VQA-format file to train on (repeatable).")],
+    dev: Annotated[list[Path], typer.Option("--dev", help="File to validate on, never trained on (repeatable).")],
+    out: Annotated[Path | None, typer.Option("--out", help="Parent folder of model versions.")] = None,
+    epochs: Annotated[float, typer.Option(min=0.01, help="Passes over the training pairs.")] = 1.0,
+    batch_size: Annotated[int, typer.Option(min=2, help="Pairs per step.")] = 64,
+    max_steps: Annotated[int, typer.Option(min=0, help="Cap on steps (0 = no cap).")] = 0,
+    eval_steps: Annotated[int, typer.Option(min=0, help="Evaluate on dev every N steps (0 = start and end).")] = 0,
+    threads: Annotated[int, typer.Option(min=1, help="Torch threads (1 is fastest on a shared CPU).")] = 1,
+) -> None:
+    """Fine-tune the embedder on the training files' questions (the `tuned_embedder` asset); print the model folder."""
+    from pstuts_pipeline.assets.tuning import TunedEmbedderConfig, materialize_tuned_embedder
+    from pstuts_pipeline.ingest import instance_for_cli
+
+    config = TunedEmbedderConfig(
+        train_files=[str(f.resolve()) for f in train],
+        dev_files=[str(f.resolve()) for f in dev],
+        epochs=epochs,
+        batch_size=batch_size,
+        max_steps=max_steps,
+        eval_steps=eval_steps,
+        threads=threads,
+        out_dir=str(out.resolve()) if out else "",
+    )
+    event = materialize_tuned_embedder(instance_for_cli(), config)
+    table = Table(title="pstuts tune", show_header=False)
+    for name in ("pairs", "steps", "training_seconds", "dev_accuracy@5", "dev_mrr@10"):
+        table.add_row(name, str(event.metadata[name].value))
+    console.print(table)
+    console.print(event.metadata["dev_metrics"].value)
+    console.print("use it: PSTUTS_EMBEDDING_MODEL=<folder below> (or =latest), then `pstuts ingest` into a new collection")
+    print(event.metadata["model_folder"].value, flush=True)
+
+
 def _print_results(question: str, results: list, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"question": question, "results": [r.as_json() for r in results]}), flush=True)

@@ -4,7 +4,7 @@ import os
 
 import dagster as dg
 
-from pstuts_pipeline.assets import ingestion_assets
+from pstuts_pipeline.assets import ingestion_assets, tuning_assets, with_embedder_version
 from pstuts_pipeline.checks import pipeline_checks
 from pstuts_pipeline.io_managers import PartitionedPickleIOManager
 from pstuts_pipeline.jobs import ingest_videos_job, remove_videos_job
@@ -15,15 +15,18 @@ from pstuts_pipeline.sensors import transcript_folder_sensor
 
 def build_definitions(resources: dict[str, object] | None = None) -> dg.Definitions:
     """The project's definitions; resources default to what the environment configures."""
+    resources = resources if resources is not None else resources_from_env()
+    model_id = getattr(resources.get("embeddings"), "model_id", None)
+    assets = with_embedder_version(ingestion_assets, model_id) if model_id else ingestion_assets
     return dg.Definitions(
-        assets=ingestion_assets,
+        assets=[*assets, *tuning_assets],
         asset_checks=pipeline_checks,
         jobs=[ingest_videos_job, remove_videos_job],
         sensors=[transcript_folder_sensor],
         schedules=[nightly_reingest],
         resources={
             "io_manager": PartitionedPickleIOManager(base_path=os.environ.get("PSTUTS_IO_PATH", "")),
-            **(resources if resources is not None else resources_from_env()),
+            **resources,
         },
     )
 

@@ -11,7 +11,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import Field
 from qdrant_client import QdrantClient
 
-from pstuts_pipeline import embedding
+from pstuts_pipeline import embedding, tuning
 from pstuts_pipeline.chunking import ChunkerSettings
 from pstuts_pipeline.settings import data_dir, env_int, storage_dir
 
@@ -133,7 +133,7 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
         "transcript_source": TranscriptSource(data_dir=_env("PSTUTS_DATA_DIR")),
         "embeddings": EmbeddingsResource(
             provider=_env("PSTUTS_EMBEDDING_PROVIDER", "local"),
-            model=_env("PSTUTS_EMBEDDING_MODEL"),
+            model=tuning.resolve_model(_env("PSTUTS_EMBEDDING_MODEL")),
             openai_base_url=_env("OPENAI_BASE_URL") or None,
             batch_size=env_int("PSTUTS_EMBEDDING_BATCH_SIZE", 32),
             cache_dir=os.environ.get("PSTUTS_EMBEDDING_CACHE_DIR"),

@@ -2,6 +2,9 @@
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -9,11 +12,11 @@ import numpy as np
 import pytest
 
 from pstuts_pipeline import embedding, tuning, vectorstore
-from pstuts_pipeline.assets.tuning import TunedEmbedderConfig, materialize_tuned_embedder
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import ingest
 from pstuts_pipeline.resources import EmbeddingsResource, resources_from_env
 
+BIN = Path(sys.executable).parent
 TRAIN_QUESTIONS = 40
 DEV_QUESTIONS = 20
 
@@ -69,17 +72,35 @@ def test_length_grouped_batches_cover_every_row_once_without_repeated_texts(pstu
     assert tuning.length_grouped_batches(rows, 64, seed=4) != batches
 
 
+def tune_command(args: list[str], root: Path) -> subprocess.CompletedProcess:
+    """`pstuts tune` as a user runs it, with its own Dagster instance and storage."""
+    (root / "dagster_home").mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "DAGSTER_HOME": str(root / "dagster_home"), "PSTUTS_STORAGE_DIR": str(root)}
+    return subprocess.run([str(BIN / "pstuts"), "tune", *args], env=env, capture_output=True, text=True, timeout=600)
+
+
 @pytest.fixture(scope="module")
 def tuned(slice_files, tmp_path_factory) -> tuple[Path, dg.AssetMaterialization]:
-    """A few real training steps, materialized through Dagster like `pstuts tune` does."""
+    """A few real training steps, run by `pstuts tune` through Dagster; the folder it prints and its event."""
     train, dev = slice_files
-    out = tmp_path_factory.mktemp("models")
-    config = TunedEmbedderConfig(
-        train_files=[str(train)], dev_files=[str(dev)], batch_size=8, max_steps=4, eval_steps=2, out_dir=str(out)
-    )
-    with dg.instance_for_test() as instance:
-        event = materialize_tuned_embedder(instance, config, log_level="WARNING")
-    return Path(event.metadata["model_folder"].value), event
+    root = tmp_path_factory.mktemp("tune")
+    args = ["--train", str(train), "--dev", str(dev), "--out", str(root / "models")]
+    done = tune_command([*args, "--batch-size", "8", "--max-steps", "4", "--eval-steps", "2"], root)
+    assert done.returncode == 0, done.stderr
+    folder = Path(done.stdout.strip().splitlines()[-1])
+    assert folder.parent == root / "models" and "accuracy@5" in done.stderr
+    with dg.DagsterInstance.from_config(str(root / "dagster_home")) as instance:
+        record = instance.get_latest_materialization_event(dg.AssetKey("tuned_embedder"))
+    return folder, record.asset_materialization
+
+
+@pytest.mark.slow
+def test_tune_refuses_dev_files_among_the_training_files(slice_files, tmp_path):
+    train, dev = slice_files
+    done = tune_command(["--train", str(train), "--train", str(dev), "--dev", str(dev)], tmp_path)
+    assert done.returncode == 1
+    assert "both the training files and the dev files" in " ".join(done.stderr.split())  # rich wraps lines
+    assert not (tmp_path / "tuned_models").exists()
 
 
 @pytest.mark.slow

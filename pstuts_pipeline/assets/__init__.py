@@ -8,6 +8,7 @@ from pstuts_pipeline.assets.ingestion import (
     raw_transcripts,
     timestamped_chunks,
 )
+from pstuts_pipeline.assets.tuning import tuned_embedder, with_embedder_version
 
 ingestion_assets = [
     raw_transcripts,
@@ -18,3 +19,4 @@ ingestion_assets = [
     qdrant_collection,
 ]
 INGESTION_ASSET_NAMES = [a.key.to_user_string() for a in ingestion_assets]
+tuning_assets = [tuned_embedder]

@@ -23,6 +23,7 @@ class TunedEmbedderConfig(dg.Config):
     max_steps: int = Field(default=DEFAULTS.max_steps, description="Cap on optimizer steps (0 = no cap).")
     learning_rate: float = Field(default=DEFAULTS.learning_rate, description="Peak learning rate.")
     eval_steps: int = Field(default=DEFAULTS.eval_steps, description="Dev evaluation every N steps (0 = start/end).")
+    threads: int = Field(default=DEFAULTS.threads, description="Torch threads (1 suits a shared CPU best).")
     out_dir: str = Field(default="", description="Parent folder of model versions (default: PSTUTS_TUNED_MODELS_DIR).")
 
     def settings(self) -> tuning.TuningSettings:
@@ -32,6 +33,7 @@ class TunedEmbedderConfig(dg.Config):
             max_steps=self.max_steps,
             learning_rate=self.learning_rate,
             eval_steps=self.eval_steps,
+            threads=self.threads,
         )
 
 
