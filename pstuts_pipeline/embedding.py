@@ -6,10 +6,12 @@ import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import dagster as dg
 from langchain_core.embeddings import Embeddings
 
 # The official sentence-transformers/all-MiniLM-L6-v2 release, revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41.
@@ -110,7 +112,9 @@ def _local_embeddings(spec: EmbeddingSpec) -> Embeddings:
     )
 
 
-def _openai_embeddings(spec: EmbeddingSpec) -> Embeddings:
+@functools.cache
+def _openai_embeddings(spec: EmbeddingSpec, key_digest: str) -> Embeddings:
+    """A client per spec and key: the client reads OPENAI_API_KEY once, so a rotated key needs a new one."""
     from langchain_openai import OpenAIEmbeddings
 
     if not os.environ.get("OPENAI_API_KEY"):
@@ -127,8 +131,14 @@ def _openai_embeddings(spec: EmbeddingSpec) -> Embeddings:
     return ProviderErrors(client, f"openai embeddings provider at {spec.base_url or OPENAI_DEFAULT_BASE_URL}")
 
 
-class ProviderRefusedError(RuntimeError):
-    """The embeddings server refused our credentials; says which server, never the key."""
+class ProviderRefusedError(dg.Failure):
+    """The embeddings server refused our credentials; says which server, never the key.
+
+    A Dagster Failure that forbids retries: a refused key is not transient, and each retry only waits longer.
+    """
+
+    def __init__(self, description: str):
+        super().__init__(description=description, allow_retries=False)
 
 
 class ProviderErrors(Embeddings):
@@ -157,14 +167,16 @@ class ProviderErrors(Embeddings):
         return self._guarded(lambda: self.inner.embed_query(text))
 
 
-@functools.cache
 def load_embeddings(spec: EmbeddingSpec) -> Embeddings:
     """The model for a spec, loaded once per process (loading the local model costs seconds)."""
     if spec.provider == "local":
-        return _local_embeddings(spec)
+        return _cached_local_embeddings(spec)
     if spec.provider == "openai":
-        return _openai_embeddings(spec)
+        return _openai_embeddings(spec, hashlib.sha256(os.environ.get("OPENAI_API_KEY", "").encode()).hexdigest())
     raise ValueError(f"PSTUTS_EMBEDDING_PROVIDER is {spec.provider!r}; expected 'local' or 'openai'")
+
+
+_cached_local_embeddings = functools.cache(_local_embeddings)
 
 
 class CountingEmbeddings(Embeddings):
@@ -193,7 +205,8 @@ def cached_embeddings(spec: EmbeddingSpec, cache_dir: Path | None) -> tuple[Embe
         return counter, counter
     store = LocalFileStore(str(cache_dir))
     cached = CacheBackedEmbeddings.from_bytes_store(
-        counter, store, namespace=spec.model_id.replace(":", "_").replace("/", "_"), key_encoder="sha256"
+        # LocalFileStore admits only [A-Za-z0-9_.-/] in keys; an OpenAI model id holds ':' '@' and a URL.
+        counter, store, namespace=re.sub(r"[^A-Za-z0-9_.-]", "_", spec.model_id), key_encoder="sha256"
     )
     return cached, counter
 

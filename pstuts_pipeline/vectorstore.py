@@ -16,6 +16,7 @@ from pstuts_pipeline.chunking import TimedChunk
 DENSE_VECTOR = ""  # the default (unnamed) vector, so QdrantVectorStore(client, collection, embeddings) works
 SENTENCE_VECTORS = "sentences"
 SPARSE_VECTOR = "bm25"
+VIDEO_ID_FIELD = "metadata.video_id"  # an integer payload field: an integer index serves exact matches
 POINT_NAMESPACE = uuid.UUID("5b1f6c1e-3f5c-4a53-9a2f-6f0d8f1c2a77")
 PAYLOAD_FIELDS = (
     "video_id",
@@ -51,39 +52,47 @@ def point_id(video_id: int, chunk_index: int) -> str:
 
 
 def video_filter(video_id: int) -> models.Filter:
-    return models.Filter(must=[models.FieldCondition(key="metadata.video_id", match=models.MatchValue(value=video_id))])
+    return models.Filter(must=[models.FieldCondition(key=VIDEO_ID_FIELD, match=models.MatchValue(value=video_id))])
 
 
 def ensure_collection(client: QdrantClient, name: str, dimension: int, model_id: str) -> None:
-    """Create the collection once; refuse to mix vectors of different models in it."""
-    if client.collection_exists(name):
-        stored = collection_model(client, name)
-        if stored is not None and stored != model_id:
-            raise ModelMismatchError(
-                f"collection {name!r} was built with {stored}, not {model_id}: re-ingest into a new collection "
-                "(PSTUTS_COLLECTION) or delete it first"
+    """Create the collection once, even with writers racing; refuse to mix vectors of different models in it."""
+    if not client.collection_exists(name):
+        try:
+            client.create_collection(
+                name,
+                vectors_config={
+                    DENSE_VECTOR: models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+                    SENTENCE_VECTORS: models.VectorParams(
+                        size=dimension,
+                        distance=models.Distance.COSINE,
+                        multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+                    ),
+                },
+                sparse_vectors_config={SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                metadata={"embedding_model": model_id},
             )
-        return
-    try:
-        client.create_collection(
-            name,
-            vectors_config={
-                DENSE_VECTOR: models.VectorParams(size=dimension, distance=models.Distance.COSINE),
-                SENTENCE_VECTORS: models.VectorParams(
-                    size=dimension,
-                    distance=models.Distance.COSINE,
-                    multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
-                ),
-            },
-            sparse_vectors_config={SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
-            metadata={"embedding_model": model_id},
+        except Exception:
+            # Another writer created it between our check and our create (server mode, parallel steps).
+            if not client.collection_exists(name):
+                raise
+    info = client.get_collection(name)
+    stored = (info.config.metadata or {}).get("embedding_model")
+    if stored is not None and stored != model_id:
+        raise ModelMismatchError(
+            f"collection {name!r} was built with {stored}, not {model_id}: re-ingest into a new collection "
+            "(PSTUTS_COLLECTION) or delete it first"
         )
-    except Exception:
-        # Another writer created it between our check and our create (server mode, parallel steps).
-        if not client.collection_exists(name):
-            raise
-    if client.init_options.get("url") or client.init_options.get("host"):
-        client.create_payload_index(name, "metadata.video_id", models.PayloadSchemaType.INTEGER)
+    # Every write filters on the video id; a server indexes it (local mode scans anyway). Checked on every call,
+    # so a writer that lost the creation race, or a creator that died before indexing, still gets the index.
+    if is_server(client) and VIDEO_ID_FIELD not in (info.payload_schema or {}):
+        client.create_payload_index(name, VIDEO_ID_FIELD, models.PayloadSchemaType.INTEGER, wait=True)
+
+
+def is_server(client: QdrantClient) -> bool:
+    """Whether the client talks to a Qdrant server rather than local mode (a path or :memory:)."""
+    options = client.init_options
+    return bool(options.get("url") or options.get("host") or str(options.get("location") or "").startswith("http"))
 
 
 def collection_model(client: QdrantClient, name: str) -> str | None:

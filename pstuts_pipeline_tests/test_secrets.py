@@ -1,0 +1,95 @@
+"""Secrets stay secret: API keys come from the environment only and appear in no event, run config, metadata,
+log, stored file or error, whether the run succeeds or the key is refused."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
+from pstuts_pipeline.ingest import DEFAULT_INSTANCE_YAML
+from pstuts_pipeline.partitions import video_partitions
+
+from servers import REPO, SERVED_MODEL, keyed_embedding_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.server]
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def keyed_server(request) -> tuple[str, str]:
+    return keyed_embedding_server(request)
+
+
+def materialize(storage: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`dagster asset materialize` of video 9001, as an operator runs it, steps in one process to save time."""
+    home = storage / "dagster_home"
+    (home / "dagster.yaml").write_text(DEFAULT_INSTANCE_YAML)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions(video_partitions.name, ["9001"])
+    return subprocess.run(
+        [str(BIN / "dagster"), "asset", "materialize", "-m", "pstuts_pipeline.definitions",
+         "--select", ",".join(INGESTION_ASSET_NAMES), "--partition", "9001",
+         "--config-json", json.dumps({"execution": {"config": {"in_process": {}}}})],
+        env={**os.environ, **env, "DAGSTER_HOME": str(home), "PSTUTS_STORAGE_DIR": str(storage)},
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+
+
+def files_containing(root: Path, needle: str) -> list[str]:
+    """Every file under root whose bytes contain needle (SQLite stores event JSON as plain text)."""
+    return [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+def events_text(home: Path) -> str:
+    """Every event, run config and tag of the instance, serialized, as the UI would read them."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs()
+        parts = [json.dumps(run.run_config) + json.dumps(dict(run.tags)) for run in runs]
+        parts += [dg.serialize_value(event) for run in runs for event in instance.all_logs(run.run_id)]
+    assert runs and parts
+    return "\n".join(parts)
+
+
+def openai_env(base_url: str, key: str) -> dict[str, str]:
+    return {
+        "PSTUTS_EMBEDDING_PROVIDER": "openai",
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": key,
+        "QDRANT_API_KEY": f"qdrant-{key}",
+        "PSTUTS_EMBEDDING_MODEL": SERVED_MODEL,
+        "PSTUTS_MAX_CHUNK_TOKENS": "256",
+        "PSTUTS_DATA_DIR": str(REPO / "data"),
+    }
+
+
+def test_keys_appear_nowhere_after_a_successful_run(storage, keyed_server):
+    base_url, key = keyed_server
+    done = materialize(storage, openai_env(base_url, key))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    events = events_text(storage / "dagster_home")
+    # The control: what is not secret (the server's URL, inside the model id) is recorded and found.
+    assert base_url in events and files_containing(storage, base_url)
+    for secret in (key, f"qdrant-{key}"):
+        assert secret not in events
+        assert secret not in done.stdout and secret not in done.stderr
+        assert files_containing(storage, secret) == []
+
+
+def test_a_refused_key_fails_at_once_with_a_clear_error_and_no_trace_of_the_key(storage, keyed_server):
+    base_url, key = keyed_server
+    wrong = f"wrong-{key}"
+    done = materialize(storage, openai_env(base_url, wrong))
+    assert done.returncode != 0
+    expected = f"openai embeddings provider at {base_url}: the API key in OPENAI_API_KEY was refused (HTTP 401)"
+    assert expected in done.stdout + done.stderr
+    events = events_text(storage / "dagster_home")
+    assert expected in events and "STEP_UP_FOR_RETRY" not in events  # a refused key is not worth retrying
+    for secret in (wrong, f"qdrant-{wrong}"):
+        assert secret not in events
+        assert secret not in done.stdout and secret not in done.stderr
+        assert files_containing(storage, secret) == []
