@@ -186,3 +186,20 @@ def test_the_points_check_fails_when_a_video_lost_points_or_fields(all_pstuts, t
     assert not result.passed
     assert problems[0] == f"{len(chunks[key]) - 1} points for {len(chunks[key])} chunks"
     assert problems[1] == f"point {mine[1]['id']}: missing ['url']"
+
+
+def test_the_chunk_quality_benchmark_counts_each_flaw():
+    from benchmarks.chunk_quality import ChunkRow, measure
+
+    video = {"video_id": 7, "transcripts": [{"sent_id": i} for i in range(5)]}
+    rows = [
+        ChunkRow(7, "Okay. Open the file.", 0.0, 4.0, [0, 1]),
+        ChunkRow(7, "Open the file. Crop it.", 2.0, 6.0, [1, 2]),  # phrase 1 twice, starts before the stop above
+        ChunkRow(7, "word " * 300, 1.0, None, [3]),  # over the window, going backwards, without stop
+    ]
+    quality = measure(rows, [video], lambda text: len(text.split()), window=256, special=2)
+    assert (quality.phrases_lost, quality.phrases_in_several_chunks) == (1, 1)
+    assert (quality.chunks_without_times, quality.chunks_over_window) == (1, 1)
+    assert (quality.chunk_starts_going_back, quality.videos_with_starts_going_back) == (1, 1)
+    assert quality.chunks_overlapping_previous == 2
+    assert quality.tokens == {"min": 6, "median": 7.0, "p90": 243.0, "max": 302}
