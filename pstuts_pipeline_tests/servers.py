@@ -51,7 +51,10 @@ _keyed: dict[str, str] = {}
 
 
 def keyed_embedding_server(request: pytest.FixtureRequest) -> tuple[str, str]:
-    """(base URL, the key it accepts): infinity-emb on a free port with INFINITY_API_KEY set; stopped at the end."""
+    """(base URL, the key it accepts): infinity-emb on a free port with INFINITY_API_KEY set.
+
+    Started once per test process however many (session-scoped) fixtures ask; stopped by the first finalizer.
+    """
     if not _keyed:
         port, key = str(free_port()), f"pstuts-secret-{os.urandom(8).hex()}"
         run_script("embedding_server.sh", "start", port, env={"INFINITY_API_KEY": key})

@@ -24,7 +24,7 @@ def embedding_server() -> str:
     return EMBEDDING_URL
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one keyed server for every module that asks
 def keyed_server(request) -> tuple[str, str]:
     return keyed_embedding_server(request)
 

@@ -4,10 +4,13 @@ video id, writers in parallel, and the whole pipeline without any local Qdrant f
 No Qdrant server can be installed on the machines these tests were written on; they run wherever QDRANT_URL
 reaches one (e.g. `docker run -p 6333:6333 qdrant/qdrant` and QDRANT_URL=http://127.0.0.1:6333)."""
 
+import json
 import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import metadata
 
 import dagster as dg
 import numpy as np
@@ -133,16 +136,42 @@ def test_writers_of_different_videos_run_in_parallel(collection):
         assert client.count(collection, count_filter=vectorstore.video_filter(1000), exact=True).count == 2
 
 
+class VersionOnly(BaseHTTPRequestHandler):
+    """Answers the client's version probe, so its background compatibility check has nothing to warn about."""
+
+    probed = threading.Event()
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.dumps({"title": "qdrant - vector search engine", "version": metadata.version("qdrant-client")})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+        self.probed.set()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 def test_server_mode_needs_no_local_path(tmp_path, monkeypatch):
     """With a URL, no storage folder, lock file or path is touched: any machine can run any step."""
     not_a_folder = tmp_path / "a-file"  # nothing can be created below a file, not even by root
     not_a_folder.write_text("")
     monkeypatch.setenv("PSTUTS_STORAGE_DIR", str(not_a_folder / "storage"))
-    monkeypatch.setenv("QDRANT_URL", "http://127.0.0.1:9")  # nothing listens: the client connects lazily
-    qdrant = resources_from_env()["qdrant"]
-    assert qdrant.url == "http://127.0.0.1:9"
-    with qdrant.get_client() as client:
-        assert vectorstore.is_server(client)
+    probe = ThreadingHTTPServer(("127.0.0.1", 0), VersionOnly)
+    threading.Thread(target=probe.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{probe.server_address[1]}"
+    monkeypatch.setenv("QDRANT_URL", url)
+    try:
+        qdrant = resources_from_env()["qdrant"]
+        assert qdrant.url == url
+        with qdrant.get_client() as client:
+            assert vectorstore.is_server(client)
+        VersionOnly.probed.wait(timeout=30)  # the client checks the version in a thread of its own
+    finally:
+        probe.shutdown()
+        probe.server_close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
     with QdrantResource(path=str(tmp_path / "local")).get_client() as client:
         assert not vectorstore.is_server(client)

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.server]
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one keyed server for every module that asks
 def keyed_server(request) -> tuple[str, str]:
     return keyed_embedding_server(request)
 
