@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
+import sqlite3
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,6 +12,8 @@ from qdrant_client import QdrantClient, models
 
 from pstuts_pipeline import lexical
 from pstuts_pipeline.chunking import TimedChunk
+# The fingerprint lives in a module of its own so `pstuts ingest` can plan without importing qdrant_client.
+from pstuts_pipeline.fingerprints import SCHEMA_VERSION, build_fingerprint  # noqa: F401 - re-exported
 
 DENSE_VECTOR = ""  # the default (unnamed) vector, so QdrantVectorStore(client, collection, embeddings) works
 SENTENCE_VECTORS = "sentences"
@@ -142,8 +144,24 @@ def build_points(
     return points
 
 
+def sync_local_writes_lazily(client: QdrantClient, collection: str) -> None:
+    """Let local mode commit points without a disk sync each: SQLite WAL with synchronous=NORMAL.
+
+    Local mode writes every point in its own SQLite transaction, synced to disk: about 70 points a second
+    here, against some 3,000 with NORMAL. WAL with NORMAL never corrupts the file; a power cut may lose the
+    last points, and their video's missing fingerprint then gets it ingested again. Servers are untouched.
+    """
+    local = getattr(client, "_client", None)
+    persistence = getattr(getattr(local, "collections", {}).get(collection), "storage", None)
+    connection = getattr(persistence, "storage", None)
+    if isinstance(connection, sqlite3.Connection):
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+
+
 def replace_video_points(client: QdrantClient, collection: str, video_id: int, points: list[models.PointStruct]) -> int:
     """Upsert a video's new points, then delete its stale ones: a crash in between never leaves it empty."""
+    sync_local_writes_lazily(client, collection)
     if points:
         client.upsert(collection, points=points, wait=True)
     keep = [p.id for p in points]
@@ -163,6 +181,7 @@ def delete_video(client: QdrantClient, collection: str, video_id: int) -> int:
         return 0
     count = client.count(collection, count_filter=video_filter(video_id), exact=True).count
     if count:
+        sync_local_writes_lazily(client, collection)
         client.delete(collection, points_selector=models.FilterSelector(filter=video_filter(video_id)), wait=True)
     return count
 
@@ -194,13 +213,3 @@ def video_points(client: QdrantClient, collection: str, video_id: int) -> list[m
         collection, scroll_filter=video_filter(video_id), limit=100_000, with_payload=True, with_vectors=False
     )
     return sorted(points, key=lambda p: p.payload["metadata"]["chunk_index"])
-
-
-SCHEMA_VERSION = 1
-
-
-def build_fingerprint(source_hash: str, model_id: str, settings: object) -> str:
-    """What a video's points were built from: its content, the model, the chunking settings, our schema."""
-
-    parts = f"{SCHEMA_VERSION}|{source_hash}|{model_id}|{settings!r}"
-    return hashlib.sha256(parts.encode("utf-8")).hexdigest()[:32]

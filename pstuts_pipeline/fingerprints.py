@@ -1,0 +1,12 @@
+"""What a video's stored points were built from, as one short hash (no Qdrant or Dagster imports)."""
+
+import hashlib
+
+# Bump when the points' layout changes (vectors, payload): every video is then ingested again.
+SCHEMA_VERSION = 1
+
+
+def build_fingerprint(source_hash: str, model_id: str, settings: object) -> str:
+    """What a video's points were built from: its content, the model, the chunking settings, our schema."""
+    parts = f"{SCHEMA_VERSION}|{source_hash}|{model_id}|{settings!r}"
+    return hashlib.sha256(parts.encode("utf-8")).hexdigest()[:32]
