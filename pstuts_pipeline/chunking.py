@@ -7,11 +7,13 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-from langchain_core.embeddings import Embeddings
-from langchain_experimental.text_splitter import SemanticChunker, combine_sentences
+from typing import TYPE_CHECKING
 
 from pstuts_pipeline.transcripts import Phrase
+
+if TYPE_CHECKING:  # imported where used: planning an ingest reads ChunkerSettings and needs neither
+    from langchain_core.embeddings import Embeddings
+    from langchain_experimental.text_splitter import SemanticChunker
 
 PHRASE_SEPARATOR = "\n"
 # The chunker splits the transcript into "sentences" with this regex: one per phrase, so that every chunk
@@ -94,6 +96,8 @@ def full_transcript(phrases: Sequence[Phrase]) -> str:
 
 def make_chunker(embeddings: Embeddings, settings: ChunkerSettings) -> SemanticChunker:
     """A SemanticChunker that treats each phrase as one sentence."""
+    from langchain_experimental.text_splitter import SemanticChunker
+
     return SemanticChunker(
         embeddings,
         buffer_size=settings.buffer_size,
@@ -110,6 +114,8 @@ def transcript_lines(transcript: str) -> list[str]:
 
 def chunker_windows(lines: Sequence[str], buffer_size: int = 1) -> list[str]:
     """The texts SemanticChunker embeds for a transcript (each phrase with its neighbours), in order."""
+    from langchain_experimental.text_splitter import combine_sentences
+
     if len(lines) <= 1:
         return list(lines)
     sentences = [{"sentence": line, "index": i} for i, line in enumerate(lines)]

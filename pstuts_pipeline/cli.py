@@ -30,14 +30,17 @@ def ingest(
     force: Annotated[bool, typer.Option(help="Re-ingest even videos that look unchanged.")] = False,
 ) -> None:
     """Register every video in the data folder as a partition and materialize the new or changed ones."""
-    from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
     from pstuts_pipeline.ingest import ingest as run_ingest
-    from pstuts_pipeline.ingest import instance_for_cli
+    from pstuts_pipeline.ingest import instance_for_cli, unchanged_report
+    from pstuts_pipeline.resources import resources_from_env
 
-    instance = instance_for_cli()
-    defs = _definitions()
-    with console.status("starting") as status:
-        report = run_ingest(defs, instance, only=video, force=force, on_progress=lambda m: status.update(m))
+    # With nothing to do, the ledger says so without importing the pipeline, Qdrant or Dagster's storage.
+    report = None if force else unchanged_report(resources_from_env(), only=video)
+    if report is None:
+        instance = instance_for_cli()
+        defs = _definitions()
+        with console.status("starting") as status:
+            report = run_ingest(defs, instance, only=video, force=force, on_progress=lambda m: status.update(m))
     plan = report.plan
     table = Table(title="pstuts ingest", show_header=False)
     table.add_row("videos ingested", str(len(plan.to_ingest)))
@@ -47,10 +50,13 @@ def ingest(
     table.add_row("chunks written", str(report.chunks))
     table.add_row("points in collection", str(report.points_in_collection))
     table.add_row("seconds", f"{report.seconds:.1f}")
-    for step, seconds in report.step_seconds.items():
-        if step in INGESTION_ASSET_NAMES:
-            table.add_row(f"  {step}", f"{seconds:.1f}s")
-    table.add_row("dagster home", str(instance.root_directory))
+    if report.step_seconds:
+        from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
+
+        for step, seconds in report.step_seconds.items():
+            if step in INGESTION_ASSET_NAMES:
+                table.add_row(f"  {step}", f"{seconds:.1f}s")
+    table.add_row("dagster home", report.dagster_home)
     console.print(table)
     for key, error in plan.failed.items():
         console.print(f"[red]failed[/red] {key}: {error}")

@@ -2,17 +2,21 @@
 
 import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from pstuts_pipeline import vectorstore
+from pstuts_pipeline import ledger as ledgers
+from pstuts_pipeline.fingerprints import build_fingerprint
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.planning import IngestPlan, contiguous_ranges, plan_ingest
 from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
 from pstuts_pipeline.settings import dagster_home
-from pstuts_pipeline.transcripts import Catalog, load_catalog
+from pstuts_pipeline.sqlite_sync import batched_sqlite_syncs
+from pstuts_pipeline.transcripts import Catalog, SourceVideo, load_catalog
 
 DEFAULT_INSTANCE_YAML = """\
 # Written by `pstuts ingest` for its default instance. Local-mode Qdrant admits one writer at a time.
@@ -36,6 +40,9 @@ class IngestReport:
     points_in_collection: int = 0
     seconds: float = 0.0
     step_seconds: dict[str, float] = field(default_factory=dict)
+    dagster_home: str = ""
+    # True when the ledger showed nothing to do, so neither Qdrant nor the Dagster instance was opened.
+    from_ledger: bool = False
 
     @property
     def ok(self) -> bool:
@@ -66,6 +73,25 @@ def register_partitions(instance: dg.DagsterInstance, keys: list[str], removed: 
     return instance.get_dynamic_partitions(video_partitions.name)
 
 
+def fingerprint_function(
+    embeddings: EmbeddingsResource, chunking_settings: ChunkingResource
+) -> Callable[[SourceVideo], str]:
+    """How a video's fingerprint is computed now, to compare with the one stored beside its points."""
+    settings = chunking_settings.settings(embeddings.window()[0])
+    model_id = embeddings.model_id
+    return lambda video: build_fingerprint(video.content_hash, model_id, settings)
+
+
+def read_store(qdrant: QdrantResource) -> tuple[dict[int, set[str]], int]:
+    """The fingerprints stored per video, and the collection's point count."""
+    from pstuts_pipeline import vectorstore
+
+    with qdrant.get_client() as client:
+        stored = vectorstore.stored_fingerprints(client, qdrant.collection)
+        points = client.count(qdrant.collection, exact=True).count if client.collection_exists(qdrant.collection) else 0
+    return stored, points
+
+
 def plan_against_store(
     source: TranscriptSource,
     embeddings: EmbeddingsResource,
@@ -76,17 +102,80 @@ def plan_against_store(
 ) -> tuple[Catalog, IngestPlan]:
     """Read the data folder and decide, from the fingerprints stored in Qdrant, what must be (re-)ingested."""
     catalog = load_catalog(source.path())
-    settings = chunking_settings.settings(embeddings.window()[0])
-    with qdrant.get_client() as client:
-        stored = vectorstore.stored_fingerprints(client, qdrant.collection)
-    plan = plan_ingest(
-        catalog,
-        stored,
-        lambda v: vectorstore.build_fingerprint(v.content_hash, embeddings.model_id, settings),
-        only=only,
-        force=force,
+    stored, _ = read_store(qdrant)
+    fingerprint_of = fingerprint_function(embeddings, chunking_settings)
+    return catalog, plan_ingest(catalog, stored, fingerprint_of, only=only, force=force)
+
+
+@dataclass
+class StoreView:
+    """What Qdrant and the instance held at one moment, with the stamps of their files if it was a quiet one."""
+
+    stored: dict[int, set[str]]
+    points: int
+    partitions: list[str]
+    stamps: dict[str, ledgers.Stamp] | None
+
+
+def observe(instance: dg.DagsterInstance, qdrant: QdrantResource) -> StoreView:
+    """Read the stored fingerprints and the registered partitions, stamping their files before and after."""
+    watched = None
+    if not qdrant.url and not instance.is_ephemeral:
+        watched = ledgers.watched_files(qdrant.local_path, qdrant.collection, Path(instance.root_directory))
+    before = ledgers.stamps(watched) if watched else None
+    stored, points = read_store(qdrant)
+    partitions = instance.get_dynamic_partitions(video_partitions.name)
+    after = ledgers.stamps(watched) if watched else None
+    # Someone wrote while we read: what we read may be neither the old nor the new state, so stamp nothing.
+    return StoreView(stored, points, list(partitions), after if after == before else None)
+
+
+def keep_in_ledger(instance: dg.DagsterInstance, qdrant: QdrantResource, view: StoreView) -> None:
+    """Write what was observed to the ledger, so the next ingest with nothing to do can skip both stores."""
+    if view.stamps is None:
+        return
+    home = Path(instance.root_directory)
+    ledgers.write_ledger(
+        home,
+        ledgers.Ledger(
+            key=ledgers.ledger_key(qdrant.local_path, qdrant.collection, home),
+            stamps=view.stamps,
+            partitions=view.partitions,
+            fingerprints={str(video): sorted(prints) for video, prints in view.stored.items()},
+            points=view.points,
+        ),
     )
-    return catalog, plan
+
+
+def unchanged_report(resources: Mapping[str, object], only: list[str] | None = None) -> IngestReport | None:
+    """The report of an ingest with nothing to do, decided from the ledger; None when there is work or no proof.
+
+    Needs neither Qdrant nor the Dagster instance (nor their imports), which is most of a no-op ingest's time.
+    """
+    started = time.perf_counter()
+    source, embeddings, chunking_settings, qdrant = (
+        resources["transcript_source"],
+        resources["embeddings"],
+        resources["chunking_settings"],
+        resources["qdrant"],
+    )
+    if qdrant.url:
+        return None
+    home = dagster_home()
+    ledger = ledgers.read_ledger(qdrant.local_path, qdrant.collection, home)
+    if ledger is None:
+        return None
+    catalog = load_catalog(source.path())
+    plan = plan_ingest(catalog, ledger.stored(), fingerprint_function(embeddings, chunking_settings), only=only)
+    if plan.to_ingest or plan.removed or not set(catalog.videos) <= set(ledger.partitions):
+        return None
+    return IngestReport(
+        plan,
+        points_in_collection=ledger.points,
+        seconds=round(time.perf_counter() - started, 2),
+        dagster_home=str(home),
+        from_ledger=True,
+    )
 
 
 def ingest(
@@ -106,28 +195,34 @@ def ingest(
         resources["qdrant"],
     )
     on_progress(f"checking the data folder against {qdrant.collection}")
-    catalog, plan = plan_against_store(source, embeddings, chunking_settings, qdrant, only=only, force=force)
+    view = observe(instance, qdrant)
+    catalog = load_catalog(source.path())
+    fingerprint_of = fingerprint_function(embeddings, chunking_settings)
+    plan = plan_ingest(catalog, view.stored, fingerprint_of, only=only, force=force)
     if plan.removed:
+        from pstuts_pipeline import vectorstore
+
         with qdrant.get_client() as client:
             for key in plan.removed:
                 vectorstore.delete_video(client, qdrant.collection, int(key))
     order = register_partitions(instance, list(catalog.videos), plan.removed)
-    report = IngestReport(plan)
+    report = IngestReport(plan, dagster_home=str(instance.root_directory))
     job = defs.resolve_job_def("ingest_videos")
     for first, last in contiguous_ranges(plan.to_ingest, order):
         count = order.index(last) - order.index(first) + 1
         on_progress(f"materializing {count} videos ({first}..{last})")
-        result = job.execute_in_process(
-            instance=instance,
-            tags={
-                ASSET_PARTITION_RANGE_START_TAG: first,
-                ASSET_PARTITION_RANGE_END_TAG: last,
-                "pstuts/trigger": "cli",
-                "pstuts/reason": "forced re-ingest" if force else "new or changed videos",
-            },
-            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-            raise_on_error=False,
-        )
+        with batched_sqlite_syncs():
+            result = job.execute_in_process(
+                instance=instance,
+                tags={
+                    ASSET_PARTITION_RANGE_START_TAG: first,
+                    ASSET_PARTITION_RANGE_END_TAG: last,
+                    "pstuts/trigger": "cli",
+                    "pstuts/reason": "forced re-ingest" if force else "new or changed videos",
+                },
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+                raise_on_error=False,
+            )
         report.run_ids.append(result.run_id)
         if not result.success:
             report.failed_runs.append(f"{first}..{last} (run {result.run_id})")
@@ -140,8 +235,9 @@ def ingest(
         # Every partition of a single-run step carries the run's totals: read them once.
         events = result.asset_materializations_for_node("timestamped_chunks")
         report.chunks += int(events[0].metadata["chunks"].value) if events else 0
-    with qdrant.get_client() as client:
-        if client.collection_exists(qdrant.collection):
-            report.points_in_collection = client.count(qdrant.collection, exact=True).count
+    if plan.removed or report.run_ids or order != view.partitions:
+        view = observe(instance, qdrant)
+    keep_in_ledger(instance, qdrant, view)
+    report.points_in_collection = view.points
     report.seconds = round(time.perf_counter() - started, 2)
     return report

@@ -4,16 +4,19 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from filelock import FileLock
 from langchain_core.embeddings import Embeddings
 from pydantic import Field
-from qdrant_client import QdrantClient
 
 from pstuts_pipeline import embedding, tuning
 from pstuts_pipeline.chunking import ChunkerSettings
 from pstuts_pipeline.settings import data_dir, env_int, storage_dir
+
+if TYPE_CHECKING:  # imported when a client is made: it costs a second, which `pstuts ingest` with nothing to do saves
+    from qdrant_client import QdrantClient
 
 
 class TranscriptSource(dg.ConfigurableResource):
@@ -105,8 +108,10 @@ class QdrantResource(dg.ConfigurableResource):
         return Path(self.path) if self.path else storage_dir() / "qdrant"
 
     @contextlib.contextmanager
-    def get_client(self) -> Iterator[QdrantClient]:
+    def get_client(self) -> Iterator["QdrantClient"]:
         """A client for one step. Local mode allows one client per folder, so take a file lock around it."""
+        from qdrant_client import QdrantClient
+
         if self.url:
             client = QdrantClient(url=self.url, api_key=self.api_key or None, timeout=self.timeout_s)
             try:

@@ -1,0 +1,123 @@
+"""What the last ingest saw in Qdrant and in the Dagster instance, so that an ingest with nothing to do needs neither.
+
+Opening local-mode Qdrant loads the whole collection, and importing Dagster's instance storage and Qdrant's
+client takes seconds, while an unchanged data folder needs none of it. After each ingest the ledger records
+the videos' stored fingerprints and the registered partitions, stamped with the files they were read from
+(size, modification time, inode and first bytes: SQLite's change counter, the WAL's salts). While those
+files are untouched, the record is what a fresh read would return; any write, by us or anyone else, moves a
+stamp and sends the next ingest the slow way. Only local-mode Qdrant and Dagster's default SQLite storage
+have files to stamp; with a server or other storage the ledger is not used. No Dagster or Qdrant imports.
+"""
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+LEDGER_FILE = "pstuts_ingest_ledger.json"
+LEDGER_VERSION = 1
+# Dagster instance settings that move its storage out of DAGSTER_HOME's SQLite files.
+STORAGE_SETTINGS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
+
+Stamp = list[int | str] | None
+
+
+def file_stamp(path: Path) -> Stamp:
+    """What changes whenever a file is written; None if it does not exist."""
+    try:
+        with path.open("rb") as handle:
+            stat = os.fstat(handle.fileno())
+            head = handle.read(4096)
+    except FileNotFoundError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ino, hashlib.sha1(head).hexdigest()]
+
+
+def sqlite_files(database: Path) -> list[Path]:
+    """A SQLite database and its write-ahead log, where recent commits live until a checkpoint."""
+    return [database, database.with_name(database.name + "-wal")]
+
+
+def qdrant_local_files(qdrant_path: Path, collection: str) -> list[Path]:
+    """The files a local-mode Qdrant collection lives in (qdrant-client's layout)."""
+    return [qdrant_path / "meta.json", *sqlite_files(qdrant_path / "collection" / collection / "storage.sqlite")]
+
+
+def dagster_partition_files(dagster_home: Path) -> list[Path] | None:
+    """The files that hold a default instance's dynamic partitions, or None for any other storage."""
+    config = dagster_home / "dagster.yaml"
+    if config.exists():
+        import yaml
+
+        settings = yaml.safe_load(config.read_text()) or {}
+        if not isinstance(settings, dict) or any(key in settings for key in STORAGE_SETTINGS):
+            return None
+    return [config, *sqlite_files(dagster_home / "history" / "runs" / "index.db")]
+
+
+def stamps(paths: list[Path]) -> dict[str, Stamp]:
+    return {str(p): file_stamp(p) for p in paths}
+
+
+@dataclass
+class Ledger:
+    """One ingest's view of the store and the instance, and the stamps of the files it came from."""
+
+    key: dict[str, str]
+    stamps: dict[str, Stamp]
+    partitions: list[str]
+    fingerprints: dict[str, list[str]] = field(default_factory=dict)
+    points: int = 0
+
+    def stored(self) -> dict[int, set[str]]:
+        """The fingerprints as `vectorstore.stored_fingerprints` returns them."""
+        return {int(video): set(prints) for video, prints in self.fingerprints.items()}
+
+    def still_current(self) -> bool:
+        """Whether no file it was read from has been written since."""
+        return stamps([Path(p) for p in self.stamps]) == self.stamps
+
+
+def ledger_key(qdrant_path: Path, collection: str, dagster_home: Path) -> dict[str, str]:
+    return {"qdrant": str(qdrant_path.resolve()), "collection": collection, "dagster_home": str(dagster_home.resolve())}
+
+
+def watched_files(qdrant_path: Path, collection: str, dagster_home: Path) -> list[Path] | None:
+    """Every file whose change invalidates a ledger, or None if some state lives outside files."""
+    partitions = dagster_partition_files(dagster_home)
+    return None if partitions is None else qdrant_local_files(qdrant_path, collection) + partitions
+
+
+def read_ledger(qdrant_path: Path, collection: str, dagster_home: Path) -> Ledger | None:
+    """The ledger for this store and instance if it is still current, else None."""
+    path = dagster_home / LEDGER_FILE
+    try:
+        raw = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    if raw.pop("version", None) != LEDGER_VERSION:
+        return None
+    try:
+        ledger = Ledger(**raw)
+    except TypeError:
+        return None
+    watched = watched_files(qdrant_path, collection, dagster_home)
+    if watched is None or ledger.key != ledger_key(qdrant_path, collection, dagster_home):
+        return None
+    if sorted(ledger.stamps) != sorted(str(p) for p in watched) or not ledger.still_current():
+        return None
+    return ledger
+
+
+def write_ledger(dagster_home: Path, ledger: Ledger) -> None:
+    """Replace the ledger in one step, so a reader never sees half of one."""
+    path = dagster_home / LEDGER_FILE
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps({"version": LEDGER_VERSION, **asdict(ledger)}))
+    temporary.replace(path)
+
+
+def forget_ledger(dagster_home: Path) -> None:
+    """Drop the ledger (its files changed under us while we read them)."""
+    (dagster_home / LEDGER_FILE).unlink(missing_ok=True)
