@@ -1,0 +1,329 @@
+"""`pstuts ingest` against the bare reference script, side by side on the same data, alternating, medians.
+
+Run from the checkout:  .venv/bin/python -m benchmarks.ingest_speed [--rounds 3] [--scale 10] [--json out.json]
+
+Each round, in alternating order, as subprocesses with their own fresh folders:
+  (a) benchmarks/reference_ingest.py on the files (a fresh local Qdrant folder);
+  (b) `pstuts ingest` with a fresh DAGSTER_HOME and PSTUTS_STORAGE_DIR (so a fresh Qdrant and embedding
+      cache), PSTUTS_DATA_DIR holding symlinks to the files;
+  (c) `pstuts ingest` again, nothing changed;
+  (d) one phrase of one video edited (in a copy of its file), then `pstuts ingest`.
+Then, once, (e) the same on a synthetic corpus of `--scale` times the videos: copies with new video ids whose
+every phrase has a letter or two switched in case. The model's tokenizer is uncased, so each copy costs the
+model exactly what the original costs, while the embedding cache (keyed by text) knows none of it: the run
+shows whether the cost per video stays flat when the corpus grows.
+
+Wall time and peak RSS are the child process's own (wait4). The machine is shared: the load average is
+printed with the results; compare the medians of a run, not runs made at different times.
+"""
+
+import argparse
+import copy
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PSTUTS_DIR = Path(os.environ.get("PSTUTS_SHARED_DIR", REPO.parent / "shared" / "pstuts"))
+REFERENCE = REPO / "benchmarks" / "reference_ingest.py"
+# Our own settings must not leak into the children from the calling shell.
+CLEARED_ENV = ("DAGSTER_HOME", "QDRANT_URL", "QDRANT_API_KEY", "OPENAI_BASE_URL")
+SCALE_ID_OFFSET = 1_000_000
+
+
+@dataclass
+class Run:
+    """One child process: what it was, how long it took, how much memory it peaked at."""
+
+    name: str
+    seconds: float
+    cpu_seconds: float
+    peak_rss_mb: float
+    returncode: int
+    output: str = field(repr=False, default="")
+    details: dict = field(default_factory=dict)
+
+
+def run_child(name: str, command: list[str], env: dict[str, str], log_dir: Path) -> Run:
+    """Run a command to completion; its wall time and its own peak RSS (wait4, not the whole family's history)."""
+    log = log_dir / f"{name}.log"
+    with log.open("w") as out:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    output = log.read_text(errors="replace")
+    cpu = round(usage.ru_utime + usage.ru_stime, 2)
+    run = Run(name, round(seconds, 2), cpu, round(usage.ru_maxrss / 1024, 1), process.returncode, output)
+    if run.returncode != 0:
+        raise RuntimeError(f"{name} failed (exit {run.returncode}); its output is in {log}:\n{output[-3000:]}")
+    return run
+
+
+def pstuts_command() -> list[str]:
+    script = Path(sys.executable).parent / "pstuts"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "pstuts_pipeline.cli"]
+
+
+def table_value(output: str, row: str) -> int:
+    """A number from the `pstuts ingest` summary table."""
+    match = re.search(rf"{re.escape(row)}\s*│\s*(\d+)", output)
+    if not match:
+        raise RuntimeError(f"no '{row}' row in the pstuts ingest output:\n{output[-2000:]}")
+    return int(match.group(1))
+
+
+class Workspace:
+    """Fresh folders for one measurement: data (symlinks or written files), storage, Dagster home."""
+
+    def __init__(self, root: Path, name: str):
+        self.root = root / name
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.data = self.root / "data"
+        self.storage = self.root / "storage"
+        self.home = self.storage / "dagster_home"
+        self.logs = self.root / "logs"
+        for folder in (self.data, self.home, self.logs):
+            folder.mkdir(parents=True)
+
+    def link(self, files: list[Path]) -> None:
+        for f in files:
+            (self.data / f.name).symlink_to(f.resolve())
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PSTUTS_") and k not in CLEARED_ENV}
+        env.update(PSTUTS_DATA_DIR=str(self.data), PSTUTS_STORAGE_DIR=str(self.storage), DAGSTER_HOME=str(self.home))
+        return env
+
+    def ingest(self, name: str) -> Run:
+        run = run_child(name, [*pstuts_command(), "ingest"], self.env(), self.logs)
+        run.details = {
+            "videos_ingested": table_value(run.output, "videos ingested"),
+            "videos_unchanged": table_value(run.output, "videos unchanged (skipped)"),
+            "points": table_value(run.output, "points in collection"),
+        }
+        return run
+
+    def texts_embedded(self) -> dict[str, int]:
+        """What the last run's steps sent to the model (their metadata), read from its Dagster instance."""
+        import dagster as dg
+
+        with dg.DagsterInstance.from_config(str(self.home)) as instance:
+
+            def latest(asset: str, key: str) -> int:
+                event = instance.get_latest_materialization_event(dg.AssetKey(asset))
+                return int(event.asset_materialization.metadata[key].value)
+
+            windows = latest("kamradt_chunks", "windows_embedded")
+            collection = latest("qdrant_collection", "texts_embedded")
+        return {"chunker_windows": windows, "collection_texts": collection, "total": windows + collection}
+
+
+def reference(files: list[Path], root: Path, name: str, extra_env: dict[str, str] | None = None) -> Run:
+    space = Workspace(root, name)
+    command = [sys.executable, str(REFERENCE), *map(str, files), "--qdrant-path", str(space.storage / "qdrant")]
+    run = run_child(name, command, {**space.env(), **(extra_env or {})}, space.logs)
+    run.details = json.loads(run.output.strip().splitlines()[-1])
+    return run
+
+
+def edit_one_phrase(space: Workspace, files: list[Path]) -> dict:
+    """Replace the last file's symlink by a copy in which one phrase of one video reads differently."""
+    target = files[-1]
+    videos = json.loads(target.read_text())
+    video = videos[len(videos) // 2]
+    phrase = video["transcripts"][len(video["transcripts"]) // 2]
+    before = phrase["sent"]
+    phrase["sent"] = before.rstrip(".") + ", as you can see here."
+    (space.data / target.name).unlink()
+    (space.data / target.name).write_text(json.dumps(videos))
+    return {"video_id": video["video_id"], "sent_id": phrase["sent_id"], "before": before, "after": phrase["sent"]}
+
+
+def switch_case(text: str, copy_number: int) -> str:
+    """The text with the case of some of its first four letters switched, a different set for each copy."""
+    letters = [i for i, ch in enumerate(text) if ch.isalpha()][:4]
+    chars = list(text)
+    for bit, index in enumerate(letters):
+        if copy_number >> bit & 1:
+            chars[index] = chars[index].swapcase()
+    return "".join(chars)
+
+
+def write_scaled_corpus(files: list[Path], scale: int, folder: Path) -> int:
+    """`scale` times the videos: the originals, and copies with new ids whose phrases differ in case only."""
+    originals = [v for f in files for v in json.loads(f.read_text())]
+    count = 0
+    for number in range(scale):
+        videos = []
+        for video in originals:
+            twin = copy.deepcopy(video)
+            if number:
+                twin["video_id"] = video["video_id"] + number * SCALE_ID_OFFSET
+                for phrase in twin["transcripts"]:
+                    phrase["sent"] = switch_case(phrase["sent"], number)
+            videos.append(twin)
+        (folder / f"copy_{number:02d}.json").write_text(json.dumps(videos))
+        count += len(videos)
+    return count
+
+
+def median(runs: list[Run]) -> float:
+    return round(statistics.median(r.seconds for r in runs), 2)
+
+
+def median_cpu(runs: list[Run]) -> float:
+    return round(statistics.median(r.cpu_seconds for r in runs), 2)
+
+
+def peak(runs: list[Run]) -> float:
+    return max(r.peak_rss_mb for r in runs)
+
+
+def machine() -> dict[str, str]:
+    cpu = ""
+    try:
+        cpu = next(
+            line.split(":", 1)[1].strip()
+            for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+            if line.startswith("Model name")
+        )
+    except (OSError, StopIteration):
+        cpu = platform.processor()
+    memory_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if "MemTotal" in line)
+    return {"nproc": str(os.cpu_count()), "cpu": cpu, "ram_gb": f"{memory_kb / 1024 / 1024:.1f}", "python": platform.python_version()}
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", nargs="+", type=Path, default=[PSTUTS_DIR / "train.json", PSTUTS_DIR / "dev.json"])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--scale", type=int, default=10, help="Corpus multiple for the growth run (0 skips it).")
+    parser.add_argument("--workdir", type=Path, default=None, help="Where the fresh folders go (default: a temp dir).")
+    parser.add_argument("--keep", action="store_true", help="Keep the folders (logs, stores) afterwards.")
+    parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
+    parser.add_argument(
+        "--passive-reference",
+        action="store_true",
+        help="Also run the reference with OMP_WAIT_POLICY=PASSIVE, as `pstuts ingest` runs torch, to tell the "
+        "thread policy's share of the difference from the rest on a busy machine.",
+    )
+    args = parser.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="ingest_speed_", dir=args.workdir))
+    results: dict = {"machine": machine(), "files": [str(f) for f in args.files], "load_before": load()}
+    runs: dict[str, list[Run]] = {"reference": [], "fresh": [], "unchanged": [], "edited": []}
+    if args.passive_reference:
+        runs["reference_passive"] = []
+    edits: list[dict] = []
+    try:
+        for number in range(args.rounds):
+            order = ["reference", "ours"] + (["reference_passive"] if args.passive_reference else [])
+            for which in order if number % 2 == 0 else order[::-1]:
+                if which.startswith("reference"):
+                    extra = {"OMP_WAIT_POLICY": "PASSIVE"} if which == "reference_passive" else None
+                    runs[which].append(reference(args.files, root, f"r{number}_{which}", extra))
+                    print(f"round {number + 1}: {which} {runs[which][-1].seconds:.1f}s", flush=True)
+                    continue
+                space = Workspace(root, f"r{number}_ours")
+                space.link(args.files)
+                runs["fresh"].append(space.ingest("fresh"))
+                runs["unchanged"].append(space.ingest("unchanged"))
+                edit = edit_one_phrase(space, args.files)
+                runs["edited"].append(space.ingest("edited"))
+                edit.update(texts_embedded=space.texts_embedded(), **runs["edited"][-1].details)
+                edits.append(edit)
+                print(
+                    f"round {number + 1}: pstuts fresh {runs['fresh'][-1].seconds:.1f}s, unchanged "
+                    f"{runs['unchanged'][-1].seconds:.1f}s, edited {runs['edited'][-1].seconds:.1f}s",
+                    flush=True,
+                )
+        results["load_after_rounds"] = load()
+        fresh, ref = median(runs["fresh"]), median(runs["reference"])
+        results["medians_s"] = {name: median(r) for name, r in runs.items()}
+        results["medians_cpu_s"] = {name: median_cpu(r) for name, r in runs.items()}
+        results["peak_rss_mb"] = {name: peak(r) for name, r in runs.items()}
+        results["ratio_fresh_to_reference"] = round(fresh / ref, 3)
+        results["ratio_unchanged_to_fresh"] = round(median(runs["unchanged"]) / fresh, 4)
+        results["ratio_edited_to_fresh"] = round(median(runs["edited"]) / fresh, 4)
+        results["edits"] = edits
+        results["runs"] = {name: [asdict(r) | {"output": None} for r in rs] for name, rs in runs.items()}
+        results["reference_summary"] = runs["reference"][0].details
+        results["fresh_points"] = runs["fresh"][0].details["points"]
+
+        if args.scale > 1:
+            space = Workspace(root, f"scale_{args.scale}x")
+            videos = write_scaled_corpus(args.files, args.scale, space.data)
+            scaled = space.ingest("fresh")
+            scaled_unchanged = space.ingest("unchanged")
+            base_videos = runs["fresh"][0].details["videos_ingested"]
+            results["scale"] = {
+                "videos": videos,
+                "fresh_s": scaled.seconds,
+                "fresh_cpu_s": scaled.cpu_seconds,
+                "unchanged_s": scaled_unchanged.seconds,
+                "peak_rss_mb": scaled.peak_rss_mb,
+                "texts_embedded": space.texts_embedded(),
+                "points": scaled.details["points"],
+                "seconds_per_video": round(scaled.seconds / videos, 3),
+                "base_seconds_per_video": round(fresh / base_videos, 3),
+                "growth_vs_linear": round((scaled.seconds / videos) / (fresh / base_videos), 3),
+                "load_after": load(),
+            }
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    report(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+def report(results: dict) -> None:
+    """The figures, as a small plain-text table."""
+    m, cpu, rss = results["medians_s"], results["medians_cpu_s"], results["peak_rss_mb"]
+    print(f"\nmachine: {results['machine']}  load avg before {results['load_before']}, after {results['load_after_rounds']}")
+    print(f"data: {', '.join(Path(f).name for f in results['files'])}; medians of {len(results['runs']['fresh'])} rounds")
+    rows = [
+        ("(a) reference script", "reference", ""),
+        ("(b) pstuts ingest, fresh", "fresh", f"{results['ratio_fresh_to_reference']:.2f}x reference"),
+        ("(c) pstuts ingest, unchanged", "unchanged", f"{results['ratio_unchanged_to_fresh']:.1%} of fresh"),
+        ("(d) one phrase edited", "edited", f"{results['ratio_edited_to_fresh']:.1%} of fresh"),
+    ]
+    if "reference_passive" in m:
+        note = f"ours {m['fresh'] / m['reference_passive']:.2f}x this"
+        rows.insert(1, ("(a') reference, OMP_WAIT_POLICY=PASSIVE", "reference_passive", note))
+    print(f"{'':40} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12}")
+    for name, key, note in rows:
+        print(f"{name:40} {m[key]:8.1f} {cpu[key]:8.1f} {rss[key]:12.0f}  {note}")
+    edit = results["edits"][0]
+    print(
+        f"edited video {edit['video_id']} phrase {edit['sent_id']}: {edit['videos_ingested']} video re-ingested, "
+        f"texts embedded {edit['texts_embedded']}"
+    )
+    if "scale" in results:
+        s = results["scale"]
+        print(
+            f"(e) {s['videos']} videos: fresh {s['fresh_s']:.1f}s, CPU {s['fresh_cpu_s']:.1f}s "
+            f"({s['seconds_per_video']:.3f} s/video vs "
+            f"{s['base_seconds_per_video']:.3f} at 1x: {s['growth_vs_linear']:.2f}x linear), unchanged "
+            f"{s['unchanged_s']:.1f}s, peak RSS {s['peak_rss_mb']:.0f} MB, texts embedded {s['texts_embedded']}, "
+            f"load avg after {s['load_after']}"
+        )
+
+
+if __name__ == "__main__":
+    main()
