@@ -13,8 +13,9 @@ every phrase has a letter or two switched in case. The model's tokenizer is unca
 model exactly what the original costs, while the embedding cache (keyed by text) knows none of it: the run
 shows whether the cost per video stays flat when the corpus grows.
 
-Wall time and peak RSS are the child process's own (wait4). The machine is shared: the load average is
-printed with the results; compare the medians of a run, not runs made at different times.
+Wall time, CPU time and peak RSS are the child process's own (wait4). The code is copied at the start, so
+edits to the checkout while it runs do not leak into later rounds. The machine is shared: the load average
+is printed with the results; compare the medians of one run, not runs made at different times.
 """
 
 import argparse
@@ -51,6 +52,17 @@ class Run:
     returncode: int
     output: str = field(repr=False, default="")
     details: dict = field(default_factory=dict)
+
+
+def snapshot_code(root: Path) -> tuple[Path, dict[str, str]]:
+    """Copy the package and the reference script, so every round runs the same code; say which code it is."""
+    code = root / "code"
+    shutil.copytree(REPO / "pstuts_pipeline", code / "pstuts_pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(REFERENCE, code / REFERENCE.name)
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
+    git = lambda *a: subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    changed = git("status", "--porcelain", "--", "pstuts_pipeline", str(REFERENCE.relative_to(REPO)))
+    return code, {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted_files": str(len(changed.splitlines()))}
 
 
 def run_child(name: str, command: list[str], env: dict[str, str], log_dir: Path) -> Run:
@@ -129,9 +141,11 @@ class Workspace:
         return {"chunker_windows": windows, "collection_texts": collection, "total": windows + collection}
 
 
-def reference(files: list[Path], root: Path, name: str, extra_env: dict[str, str] | None = None) -> Run:
+def reference(
+    script: Path, files: list[Path], root: Path, name: str, extra_env: dict[str, str] | None = None
+) -> Run:
     space = Workspace(root, name)
-    command = [sys.executable, str(REFERENCE), *map(str, files), "--qdrant-path", str(space.storage / "qdrant")]
+    command = [sys.executable, str(script), *map(str, files), "--qdrant-path", str(space.storage / "qdrant")]
     run = run_child(name, command, {**space.env(), **(extra_env or {})}, space.logs)
     run.details = json.loads(run.output.strip().splitlines()[-1])
     return run
@@ -225,7 +239,8 @@ def main() -> None:
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="ingest_speed_", dir=args.workdir))
-    results: dict = {"machine": machine(), "files": [str(f) for f in args.files], "load_before": load()}
+    code, code_info = snapshot_code(root)
+    results: dict = {"machine": machine(), "files": [str(f) for f in args.files], "code": code_info, "load_before": load()}
     runs: dict[str, list[Run]] = {"reference": [], "fresh": [], "unchanged": [], "edited": []}
     if args.passive_reference:
         runs["reference_passive"] = []
@@ -236,7 +251,7 @@ def main() -> None:
             for which in order if number % 2 == 0 else order[::-1]:
                 if which.startswith("reference"):
                     extra = {"OMP_WAIT_POLICY": "PASSIVE"} if which == "reference_passive" else None
-                    runs[which].append(reference(args.files, root, f"r{number}_{which}", extra))
+                    runs[which].append(reference(code / REFERENCE.name, args.files, root, f"r{number}_{which}", extra))
                     print(f"round {number + 1}: {which} {runs[which][-1].seconds:.1f}s", flush=True)
                     continue
                 space = Workspace(root, f"r{number}_ours")
@@ -296,7 +311,10 @@ def report(results: dict) -> None:
     """The figures, as a small plain-text table."""
     m, cpu, rss = results["medians_s"], results["medians_cpu_s"], results["peak_rss_mb"]
     print(f"\nmachine: {results['machine']}  load avg before {results['load_before']}, after {results['load_after_rounds']}")
-    print(f"data: {', '.join(Path(f).name for f in results['files'])}; medians of {len(results['runs']['fresh'])} rounds")
+    print(
+        f"data: {', '.join(Path(f).name for f in results['files'])}; medians of {len(results['runs']['fresh'])} rounds; "
+        f"code: {results['code']}"
+    )
     rows = [
         ("(a) reference script", "reference", ""),
         ("(b) pstuts ingest, fresh", "fresh", f"{results['ratio_fresh_to_reference']:.2f}x reference"),

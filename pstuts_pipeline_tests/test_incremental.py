@@ -54,10 +54,18 @@ def texts_sent_to_model(instance: dg.DagsterInstance, run_id: str) -> int:
     )
 
 
+def spoken_phrases(video: dict) -> list[str]:
+    return [line for line in (normalize_text(p["sent"]) for p in video["transcripts"]) if line]
+
+
 def chunker_windows_of(video: dict) -> list[str]:
     """The texts the chunker embeds for a video: each spoken phrase with its neighbours."""
-    lines = [normalize_text(p["sent"]) for p in video["transcripts"]]
-    return chunking.chunker_windows([line for line in lines if line], chunking.ChunkerSettings().buffer_size)
+    return chunking.chunker_windows(spoken_phrases(video), chunking.ChunkerSettings().buffer_size)
+
+
+def texts_of(video: dict, chunk_texts: list[str]) -> set[str]:
+    """Every text the pipeline embeds for a video: the chunker's windows, the chunks, each phrase alone."""
+    return set(chunker_windows_of(video)) | set(chunk_texts) | set(spoken_phrases(video))
 
 
 def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, storage):
@@ -112,8 +120,7 @@ def test_an_edited_video_reembeds_only_its_new_texts(data_folder, storage):
     before = points_by_id(resources)
     file = data_folder / "videos.json"
     videos = json.loads(file.read_text())
-    known_texts = {p["payload"]["page_content"] for p in before.values()}
-    known_texts |= {w for v in videos for w in chunker_windows_of(v)}
+    known_texts = set().union(*(texts_of(v, []) for v in videos), (p["payload"]["page_content"] for p in before.values()))
 
     edited = max(videos, key=lambda v: len(v["transcripts"]))
     phrase = edited["transcripts"][len(edited["transcripts"]) // 2]
@@ -128,9 +135,9 @@ def test_an_edited_video_reembeds_only_its_new_texts(data_folder, storage):
     new_chunks = [p["payload"]["page_content"] for p in mine(after, True).values()]
     assert any(phrase["sent"] in text for text in new_chunks)
 
-    # Exactly the texts nobody embedded before reach the model: the new windows and the changed chunks.
-    new_texts = (set(chunker_windows_of(edited)) | set(new_chunks)) - known_texts
-    assert 1 <= len(new_texts) < len(chunker_windows_of(edited)) + len(new_chunks)
+    # Exactly the texts nobody embedded before reach the model: the new windows, phrase and chunks.
+    new_texts = texts_of(edited, new_chunks) - known_texts
+    assert phrase["sent"] in new_texts and len(new_texts) < len(texts_of(edited, new_chunks)) / 2
     assert texts_sent_to_model(instance, report.run_ids[0]) == len(new_texts)
 
 
