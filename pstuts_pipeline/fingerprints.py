@@ -3,7 +3,7 @@
 import hashlib
 
 # Bump when the points' layout changes (vectors, payload): every video is then ingested again.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def build_fingerprint(source_hash: str, model_id: str, settings: object) -> str:

@@ -6,7 +6,7 @@ import dagster as dg
 import pandas as pd
 from langchain_core.documents import Document
 
-from pstuts_pipeline import chunking, vectorstore
+from pstuts_pipeline import vectorstore
 from pstuts_pipeline.assets.ingestion import INGESTION_GROUP, SINGLE_RUN, TRANSIENT_RETRY, timed_chunk_of
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource
@@ -14,13 +14,6 @@ from pstuts_pipeline.transcripts import SourceVideo
 
 # Local-mode Qdrant admits one client per folder: one writer at a time (limit set in dagster.yaml).
 QDRANT_POOL = "qdrant_writes"
-
-
-def sentence_windows(phrase_docs: list[Document], buffer_size: int) -> dict[int, str]:
-    """Each phrase with its neighbours, as the chunker embedded it: the text behind a phrase's vector."""
-    spoken = [d for d in phrase_docs if d.page_content]
-    windows = chunking.chunker_windows([d.page_content for d in spoken], buffer_size)
-    return {d.metadata["sent_id"]: w for d, w in zip(spoken, windows, strict=True)}
 
 
 @dg.asset(
@@ -34,7 +27,6 @@ def sentence_windows(phrase_docs: list[Document], buffer_size: int) -> dict[int,
 def qdrant_collection(
     context: dg.AssetExecutionContext,
     raw_transcripts: dict[str, SourceVideo],
-    phrase_documents: dict[str, list[Document]],
     timestamped_chunks: dict[str, list[Document]],
     embeddings: EmbeddingsResource,
     chunking_settings: ChunkingResource,
@@ -45,10 +37,10 @@ def qdrant_collection(
     model, counter = embeddings.get_embeddings()
     settings = chunking_settings.settings(embeddings.window()[0])
     chunks = {key: [timed_chunk_of(d) for d in docs] for key, docs in timestamped_chunks.items()}
-    windows = {key: sentence_windows(docs, settings.buffer_size) for key, docs in phrase_documents.items()}
-    # One batch across videos; phrase windows are cache hits from the chunker.
+    # One batch across videos. Each phrase is embedded alone, not with the neighbours the chunker saw: a question
+    # names one step, and the bare phrase ranks the answer's chunk better (dev, dense alone: hit@5 0.41 vs 0.35).
     texts = [c.text for key in chunks for c in chunks[key]]
-    texts += [windows[key].get(p.sent_id, p.text) for key in chunks for c in chunks[key] for p in c.phrases if p.text]
+    texts += [p.text for key in chunks for c in chunks[key] for p in c.phrases if p.text]
     unique = list(dict.fromkeys(texts))
     vectors = dict(zip(unique, model.embed_documents(unique), strict=True))
     embedded_at = time.perf_counter()
@@ -66,7 +58,7 @@ def qdrant_collection(
                 info,
                 video_chunks,
                 [vectors[c.text] for c in video_chunks],
-                [[vectors[windows[key].get(p.sent_id, p.text)] for p in c.phrases if p.text] for c in video_chunks],
+                [[vectors[p.text] for p in c.phrases if p.text] for c in video_chunks],
                 fingerprint,
             )
             stale = vectorstore.replace_video_points(client, qdrant.collection, video.video_id, points)
