@@ -1,4 +1,4 @@
-"""The `pstuts` command: ingest the data folder through Dagster, search the collection."""
+"""The `pstuts` command: ingest the data folder through Dagster, search the collection, score the search."""
 
 import json
 import sys
@@ -123,10 +123,20 @@ def _print_results(question: str, results: list, as_json: bool) -> None:
         return
     print(f"\n? {question}")
     for rank, r in enumerate(results, 1):
-        marked = r.text.replace(r.link_sentence, f">>> {r.link_sentence} <<<", 1) if r.link_sentence else r.text
         print(f"{rank}. {r.title}  [{_mmss(r.link_time)}]  score {r.score:.3f}")
         print(f"   {r.link}")
-        print(f"   chunk {_mmss(r.start)}-{_mmss(r.stop)}: {marked[:400]}")
+        print(f"   chunk {_mmss(r.start)}-{_mmss(r.stop)}: {_snippet(r.text, r.link_sentence)}")
+
+
+def _snippet(text: str, sentence: str, width: int = 400) -> str:
+    """The chunk around its linked sentence, which is marked, so the mark is never cut off."""
+    at = text.find(sentence) if sentence else -1
+    if at < 0:
+        return text[:width] + ("..." if len(text) > width else "")
+    begin = max(0, min(at - (width - len(sentence)) // 2, len(text) - width))
+    end = max(begin + width, at + len(sentence))
+    marked = text[begin:at] + f">>> {sentence} <<<" + text[at + len(sentence) : end]
+    return ("..." if begin else "") + marked + ("..." if end < len(text) else "")
 
 
 @app.command()
@@ -150,9 +160,45 @@ def search(
         if not client.collection_exists(qdrant.collection):
             console.print(f"collection {qdrant.collection!r} does not exist yet: run `pstuts ingest` first")
             raise typer.Exit(1)
-        for q in asked:
-            results = retrieval.search(client, qdrant.collection, model, embeddings.model_id, q, top_k)
+        for q, results in zip(asked, retrieval.search_many(client, qdrant.collection, model, embeddings.model_id, asked, top_k)):
             _print_results(q, results, as_json)
+
+
+@app.command()
+def evaluate(
+    qa: Annotated[list[Path], typer.Option("--qa", help="PsTuts-VQA-format file of questions (repeatable).")],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Results per question (metrics use k<=10).")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as one JSON object.")] = False,
+) -> None:
+    """Score search on QA pairs: hit@k (answer's chunk found), link@k (link within 15 s of it), mrr@10."""
+    from pstuts_pipeline import evaluation, retrieval
+
+    questions = evaluation.load_questions(qa)
+    resources = _definitions().resources
+    embeddings, qdrant = resources["embeddings"], resources["qdrant"]
+    with qdrant.get_client() as client:
+        if not client.collection_exists(qdrant.collection):
+            console.print(f"collection {qdrant.collection!r} does not exist yet: run `pstuts ingest` first")
+            raise typer.Exit(1)
+        ranked = retrieval.search_many(
+            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, [q.text for q in questions],
+            top_k,
+        )
+    metrics = evaluation.evaluate(questions, ranked)
+    if as_json:
+        print(json.dumps(metrics), flush=True)
+        return
+    table = Table(title=f"pstuts evaluate: {len(questions)} questions, top {top_k}")
+    table.add_column("k", justify="right")
+    table.add_column("hit@k", justify="right")
+    table.add_column("link@k", justify="right")
+    for k in evaluation.KS:
+        if k <= top_k:
+            table.add_row(str(k), f"{metrics[f'hit@{k}']:.3f}", f"{metrics[f'link@{k}']:.3f}")
+    out = Console()
+    out.print(table)
+    out.print(f"mrr@10 {metrics['mrr@10']:.3f}; median distance from the first hit's link to the answer "
+              f"{metrics['median_link_distance_s']:.1f} s")
 
 
 def main() -> None:

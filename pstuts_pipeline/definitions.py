@@ -4,7 +4,7 @@ import os
 
 import dagster as dg
 
-from pstuts_pipeline.assets import ingestion_assets, tuning_assets, with_embedder_version
+from pstuts_pipeline.assets import evaluation_assets, ingestion_assets, tuning_assets, with_embedder_version
 from pstuts_pipeline.checks import pipeline_checks
 from pstuts_pipeline.io_managers import PartitionedPickleIOManager
 from pstuts_pipeline.jobs import ingest_videos_job, remove_videos_job
@@ -19,7 +19,7 @@ def build_definitions(resources: dict[str, object] | None = None) -> dg.Definiti
     model_id = getattr(resources.get("embeddings"), "model_id", None)
     assets = with_embedder_version(ingestion_assets, model_id) if model_id else ingestion_assets
     return dg.Definitions(
-        assets=[*assets, *tuning_assets],
+        assets=[*assets, *tuning_assets, *evaluation_assets],
         asset_checks=pipeline_checks,
         jobs=[ingest_videos_job, remove_videos_job],
         sensors=[transcript_folder_sensor],

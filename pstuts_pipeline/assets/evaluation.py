@@ -1,0 +1,77 @@
+"""Retrieval quality of the current collection, recorded on every materialization so the UI can plot it."""
+
+import time
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+from pydantic import Field
+
+from pstuts_pipeline import evaluation, retrieval
+from pstuts_pipeline.assets.collection import qdrant_collection
+from pstuts_pipeline.assets.ingestion import TranscriptSource
+from pstuts_pipeline.resources import EmbeddingsResource, QdrantResource
+
+EVALUATION_GROUP = "evaluation"
+
+
+class RetrievalEvaluationConfig(dg.Config):
+    """Which questions to ask; by default every QA pair in the data folder."""
+
+    qa_files: list[str] = Field(
+        default_factory=list, description="PsTuts-VQA-format files whose questions are asked (empty = the data folder)."
+    )
+    top_k: int = Field(default=max(evaluation.KS), description="Results per question (at least the largest k).")
+
+
+def qa_paths(config: RetrievalEvaluationConfig, source: TranscriptSource) -> list[Path]:
+    """The configured QA files, or every JSON file of the data folder."""
+    if config.qa_files:
+        return [Path(f) for f in config.qa_files]
+    return sorted(source.path().glob("*.json"))
+
+
+@dg.asset(group_name=EVALUATION_GROUP, deps=[qdrant_collection], kinds={"qdrant"})
+def retrieval_evaluation(
+    context: dg.AssetExecutionContext,
+    config: RetrievalEvaluationConfig,
+    transcript_source: TranscriptSource,
+    embeddings: EmbeddingsResource,
+    qdrant: QdrantResource,
+) -> dg.MaterializeResult:
+    """hit@k, link@k and mrr@10 of `pstuts search` on PsTuts-VQA questions against the collection as it is now."""
+    files = qa_paths(config, transcript_source)
+    try:
+        questions = evaluation.load_questions(files)
+    except (ValueError, OSError) as exc:
+        raise dg.Failure(description=f"QA files {[str(f) for f in files]}: {exc}", allow_retries=False) from exc
+    if not questions:
+        raise dg.Failure(description=f"no QA pairs in {[str(f) for f in files]}", allow_retries=False)
+    started = time.perf_counter()
+    with qdrant.get_client() as client:
+        if not client.collection_exists(qdrant.collection):
+            raise dg.Failure(description=f"collection {qdrant.collection!r} does not exist: ingest first")
+        ranked = retrieval.search_many(
+            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id,
+            [q.text for q in questions], max(config.top_k, max(evaluation.KS)),
+        )
+    seconds = time.perf_counter() - started
+    metrics = evaluation.evaluate(questions, ranked)
+    context.log.info(", ".join(f"{k}={v:.3f}" for k, v in metrics.items()))
+    table = pd.DataFrame(
+        {"k": list(evaluation.KS),
+         "hit": [metrics[f"hit@{k}"] for k in evaluation.KS],
+         "link": [metrics[f"link@{k}"] for k in evaluation.KS]}
+    )
+    return dg.MaterializeResult(
+        metadata={
+            **{name: dg.MetadataValue.float(round(value, 4)) for name, value in metrics.items() if name != "questions"},
+            "questions": len(questions),
+            "videos_asked_about": len({q.video_id for q in questions}),
+            "qa_files": dg.MetadataValue.json([str(f) for f in files]),
+            "collection": qdrant.collection,
+            "embedding_model": embeddings.model_id,
+            "search_seconds": round(seconds, 2),
+            "by_k": dg.MetadataValue.md(table.round(4).to_markdown(index=False)),
+        }
+    )
