@@ -4,7 +4,7 @@ Run from the checkout:  .venv/bin/python -m benchmarks.tune_embedder [--model DI
 
 1. Materializes the `tuned_embedder` asset through Dagster (skipped with --model DIR, an existing version).
 2. For the base model and the tuned one, ingests every train and dev video through the pipeline into its own
-   collection (own storage folder, own Dagster instance), then asks `retrieval.search` the dev questions and
+   collection (own storage folder, own Dagster instance), then asks `retrieval.search_many` the dev questions and
    scores the top 10 with the hit@k / link@k / mrr@10 of `pstuts_pipeline.evaluation`.
 """
 
@@ -68,10 +68,9 @@ def pipeline_metrics(model: str, data_dir: Path, dev: list[Path], storage: Path)
     query_model = embeddings.query_embeddings()
     started = time.perf_counter()
     with qdrant.get_client() as client:
-        ranked = [
-            retrieval.search(client, qdrant.collection, query_model, embeddings.model_id, q.text, SEARCH_DEPTH)
-            for q in questions
-        ]
+        ranked = retrieval.search_many(
+            client, qdrant.collection, query_model, embeddings.model_id, [q.text for q in questions], SEARCH_DEPTH
+        )
     metrics = evaluation.evaluate(questions, ranked)
     return {
         **{k: round(v, 4) for k, v in metrics.items()},
