@@ -11,7 +11,8 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from pstuts_pipeline import embedding, retrieval, tuning, vectorstore
+from pstuts_pipeline import embedding, evaluation, retrieval, tuning, vectorstore
+from pstuts_pipeline.assets.evaluation import retrieval_evaluation
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import ingest
 from pstuts_pipeline.resources import EmbeddingsResource, resources_from_env
@@ -148,7 +149,7 @@ def test_tuned_model_loads_and_embeds_differently_from_the_base(tuned):
 
 
 @pytest.mark.slow
-def test_latest_points_the_pipeline_at_the_newest_version(tuned, slice_files, storage, monkeypatch):
+def test_latest_points_the_pipeline_at_the_newest_version_and_evaluation_compares_it_with_the_base(tuned, slice_files, storage, monkeypatch):
     folder, _ = tuned
     monkeypatch.setenv("PSTUTS_TUNED_MODELS_DIR", str(folder.parent))
     monkeypatch.setenv("PSTUTS_EMBEDDING_MODEL", "latest")
@@ -162,10 +163,37 @@ def test_latest_points_the_pipeline_at_the_newest_version(tuned, slice_files, st
         assert graph.get(dg.AssetKey(key)).code_version.endswith(f"embedder={embeddings.model_id}")
     assert graph.get(dg.AssetKey("raw_transcripts")).code_version is None
 
-    report = ingest(defs, dg.DagsterInstance.get())
+    instance = dg.DagsterInstance.get()
+    report = ingest(defs, instance)
     assert report.ok and report.chunks > 0
     with defs.resources["qdrant"].get_client() as client:
         assert vectorstore.collection_model(client, "pstuts_transcripts") == embeddings.model_id
+
+    # retrieval_evaluation scores the tuned collection and a base-model one side by side.
+    monkeypatch.setenv("PSTUTS_EMBEDDING_MODEL", "")
+    monkeypatch.setenv("PSTUTS_COLLECTION", "base")
+    base_defs = build_definitions(resources_from_env())
+    assert ingest(base_defs, instance).ok
+    result = dg.materialize(
+        [retrieval_evaluation],
+        resources={k: defs.resources[k] for k in ("transcript_source", "embeddings", "qdrant")},
+        instance=instance,
+        run_config={"ops": {"retrieval_evaluation": {"config": {"compare_collection": "base"}}}},
+    )
+    metadata = result.asset_materializations_for_node("retrieval_evaluation")[0].metadata
+    base = base_defs.resources["embeddings"]
+    assert metadata["embedding_model"].value == embeddings.model_id
+    assert metadata["compared_model"].value == base.model_id != embeddings.model_id
+    questions = evaluation.load_questions([slice_files[1]])
+    with base_defs.resources["qdrant"].get_client() as client:
+        ranked = retrieval.search_many(
+            client, "base", base.query_embeddings(), base.model_id, [q.text for q in questions], 10
+        )
+    expected = evaluation.evaluate(questions, ranked)
+    for name in ("hit@5", "link@5", "mrr@10"):
+        assert metadata[f"compared_{name}"].value == pytest.approx(expected[name], abs=1e-4)
+        difference = metadata[name].value - metadata[f"compared_{name}"].value
+        assert metadata[f"vs_compared_{name}"].value == pytest.approx(difference, abs=2e-4)
 
 
 def test_latest_without_a_tuned_model_says_what_to_do(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ from pydantic import Field
 from pstuts_pipeline import evaluation, retrieval
 from pstuts_pipeline.assets.collection import qdrant_collection
 from pstuts_pipeline.assets.ingestion import TranscriptSource
+from pstuts_pipeline.assets.tuning import side_by_side
 from pstuts_pipeline.resources import EmbeddingsResource, QdrantResource
 
 EVALUATION_GROUP = "evaluation"
@@ -22,6 +23,12 @@ class RetrievalEvaluationConfig(dg.Config):
         default_factory=list, description="PsTuts-VQA-format files whose questions are asked (empty = the data folder)."
     )
     top_k: int = Field(default=max(evaluation.KS), description="Results per question (at least the largest k).")
+    compare_collection: str = Field(
+        default="", description="Also score this collection, built with compare_model, side by side (base vs tuned)."
+    )
+    compare_model: str = Field(
+        default="", description="The model compare_collection was built with: a folder, 'latest', or empty = bundled."
+    )
 
 
 def qa_paths(config: RetrievalEvaluationConfig, source: TranscriptSource) -> list[Path]:
@@ -57,6 +64,13 @@ def retrieval_evaluation(
         )
     seconds = time.perf_counter() - started
     metrics = evaluation.evaluate(questions, ranked)
+    compared = {}
+    if config.compare_collection:
+        with qdrant.get_client() as client:
+            compared = side_by_side(
+                client, config.compare_collection, config.compare_model, embeddings, questions, metrics,
+                max(config.top_k, max(evaluation.KS)),
+            )
     context.log.info(", ".join(f"{k}={v:.3f}" for k, v in metrics.items()))
     table = pd.DataFrame(
         {"k": list(evaluation.KS),
@@ -73,5 +87,6 @@ def retrieval_evaluation(
             "embedding_model": embeddings.model_id,
             "search_seconds": round(seconds, 2),
             "by_k": dg.MetadataValue.md(table.round(4).to_markdown(index=False)),
+            **compared,
         }
     )

@@ -1,13 +1,16 @@
 """The tuned embedder as an asset, and model-dependent code versions so a new model marks its users stale."""
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 from pydantic import Field
+from qdrant_client import QdrantClient
 
-from pstuts_pipeline import tuning
+from pstuts_pipeline import embedding, evaluation, retrieval, tuning
+from pstuts_pipeline.resources import EmbeddingsResource
 
 TUNING_GROUP = "tuning"
 DEFAULTS = tuning.TuningSettings()
@@ -115,3 +118,35 @@ def materialize_tuned_embedder(
             detail = failure.error.message.strip()
         raise RuntimeError(f"tuned_embedder failed (run {result.run_id}): {detail}")
     return result.asset_materializations_for_node("tuned_embedder")[0]
+
+
+def side_by_side(
+    client: QdrantClient,
+    collection: str,
+    model: str,
+    embeddings: EmbeddingsResource,
+    questions: Sequence[evaluation.Question],
+    metrics: dict[str, float],
+    top_k: int,
+) -> dict[str, object]:
+    """Score another collection, built with another model (e.g. base vs tuned), on the same questions.
+
+    `model` is a folder, `latest`, or empty for the bundled model; `metrics` are this run's, and the
+    `vs_compared_*` values are this run's minus the other's.
+    """
+    spec = dataclasses.replace(embeddings.spec, model=tuning.resolve_model(model))
+    texts = [q.text for q in questions]
+    other = evaluation.evaluate(
+        questions, retrieval.search_many(client, collection, embedding.load_embeddings(spec), spec.model_id, texts, top_k)
+    )
+    names = [name for name in metrics if "@" in name]
+    frame = pd.DataFrame(
+        {"this": [metrics[n] for n in names], "compared": [other[n] for n in names]}, index=names
+    ).assign(**{"this - compared": lambda f: f["this"] - f["compared"]})
+    return {
+        "compared_collection": collection,
+        "compared_model": spec.model_id,
+        **{f"compared_{n}": dg.MetadataValue.float(round(other[n], 4)) for n in names},
+        **{f"vs_compared_{n}": dg.MetadataValue.float(round(metrics[n] - other[n], 4)) for n in names},
+        "side_by_side": dg.MetadataValue.md(frame.round(4).to_markdown()),
+    }
