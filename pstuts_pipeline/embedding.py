@@ -22,10 +22,6 @@ OFFICIAL_MINILM_SHA256 = {
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
 }
 OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
-# torch's OpenMP threads spin between parallel regions by default. When other processes want the cores too
-# (a shared runner, a laptop), the spinning thread burns the time slice its partner needs: on 2 busy cores a
-# 2-thread encode ran 2.5x slower than with threads that sleep. Read once, when torch loads; set it earlier to override.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 OPENAI_WINDOW_TOKENS = 8191
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TokenCounter = Callable[[str], int]
@@ -123,7 +119,10 @@ class LengthSortedBatches(Embeddings):
     """Feeds the local model batches of texts of near-equal token counts, one batch per call.
 
     sentence-transformers sorts a call's texts by characters, not tokens, and pads every batch to its
-    longest text; sorting by tokens across the whole call cuts the padded work by about a sixth.
+    longest text; sorting by tokens across the whole call cuts the padded work by about a sixth. Longest
+    first, as sentence-transformers does: glibc then serves the later, smaller activations from memory the
+    first batches freed, where growing batches would each map fresh pages (2.7 million page faults for the
+    chunker's windows, against 0.4 million; 15% of the time).
     """
 
     def __init__(self, inner: Embeddings, token_lengths: Callable[[list[str]], list[int]], batch_size: int):
@@ -133,7 +132,7 @@ class LengthSortedBatches(Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         lengths = self.token_lengths(texts)
-        order = sorted(range(len(texts)), key=lengths.__getitem__)
+        order = sorted(range(len(texts)), key=lengths.__getitem__, reverse=True)
         vectors: list[list[float]] = [[] for _ in texts]
         for start in range(0, len(order), self.batch_size):
             batch = order[start : start + self.batch_size]
@@ -215,15 +214,22 @@ _cached_local_embeddings = functools.cache(_local_embeddings)
 class CountingEmbeddings(Embeddings):
     """Counts the texts that reach the model, so tests and metadata can show what a cache saved.
 
-    A text asked for twice in one call reaches the model once.
+    A text asked for twice in one call reaches the model once. The model is loaded when a first text
+    reaches it: a run whose texts are all cached never pays the seconds a load takes.
     """
 
-    def __init__(self, inner: Embeddings):
-        self.inner = inner
+    def __init__(self, load: Callable[[], Embeddings]):
+        self.load = load
         self.texts_embedded = 0
+
+    @property
+    def inner(self) -> Embeddings:
+        return self.load()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         distinct = list(dict.fromkeys(texts))
+        if not distinct:
+            return []
         self.texts_embedded += len(distinct)
         vectors = dict(zip(distinct, self.inner.embed_documents(distinct), strict=True))
         return [vectors[t] for t in texts]
@@ -295,7 +301,7 @@ def cached_embeddings(spec: EmbeddingSpec, cache_dir: Path | None) -> tuple[Embe
     from langchain_classic.embeddings import CacheBackedEmbeddings
     from langchain_classic.storage import EncoderBackedStore
 
-    counter = CountingEmbeddings(load_embeddings(spec))
+    counter = CountingEmbeddings(functools.partial(load_embeddings, spec))
     if cache_dir is None:
         return counter, counter
     store = EncoderBackedStore[str, list[float]](
