@@ -118,10 +118,14 @@ class StoreView:
 
 
 def observe(instance: dg.DagsterInstance, qdrant: QdrantResource) -> StoreView:
-    """Read the stored fingerprints and the registered partitions, stamping their files before and after."""
+    """The stored fingerprints and the registered partitions: from a current ledger, else read with stamps."""
     watched = None
     if not qdrant.url and not instance.is_ephemeral:
-        watched = ledgers.watched_files(qdrant.local_path, qdrant.collection, Path(instance.root_directory))
+        home = Path(instance.root_directory)
+        ledger = ledgers.read_ledger(qdrant.local_path, qdrant.collection, home)
+        if ledger is not None:  # spares loading the whole local collection once more
+            return StoreView(ledger.stored(), ledger.points, ledger.partitions, ledger.stamps)
+        watched = ledgers.watched_files(qdrant.local_path, qdrant.collection, home)
     before = ledgers.stamps(watched) if watched else None
     stored, points = read_store(qdrant)
     partitions = instance.get_dynamic_partitions(video_partitions.name)
