@@ -85,8 +85,9 @@ def points_match_chunks(
     """The video's point count equals its chunk count, and every point carries every payload field."""
     problems: dict[str, list[str]] = {}
     with qdrant.get_client() as client:
+        stored = vectorstore.points_of_videos(client, qdrant.collection, [int(k) for k in timestamped_chunks])
         for key, docs in timestamped_chunks.items():
-            points = vectorstore.video_points(client, qdrant.collection, int(key))
+            points = stored[int(key)]
             found = []
             if len(points) != len(docs):
                 found.append(f"{len(points)} points for {len(docs)} chunks")

@@ -159,11 +159,27 @@ def sync_local_writes_lazily(client: QdrantClient, collection: str) -> None:
         connection.execute("PRAGMA synchronous=NORMAL")
 
 
-def replace_video_points(client: QdrantClient, collection: str, video_id: int, points: list[models.PointStruct]) -> int:
-    """Upsert a video's new points, then delete its stale ones: a crash in between never leaves it empty."""
+def replace_video_points(
+    client: QdrantClient,
+    collection: str,
+    video_id: int,
+    points: list[models.PointStruct],
+    existing: set[str] | None = None,
+) -> int:
+    """Upsert a video's new points, then delete its stale ones: a crash in between never leaves it empty.
+
+    `existing`, the ids the video had before (from `points_of_videos` for all of a run's videos at once),
+    spares a filtered count: local mode scans the whole collection for each, which grows with the square
+    of the corpus when every video is written.
+    """
     sync_local_writes_lazily(client, collection)
     if points:
         client.upsert(collection, points=points, wait=True)
+    if existing is not None:
+        stale_ids = sorted(existing - {str(p.id) for p in points})
+        if stale_ids:
+            client.delete(collection, points_selector=models.PointIdsList(points=stale_ids), wait=True)
+        return len(stale_ids)
     keep = [p.id for p in points]
     stale = models.Filter(
         must=video_filter(video_id).must,
@@ -209,7 +225,28 @@ def stored_fingerprints(client: QdrantClient, collection: str) -> dict[int, set[
 
 def video_points(client: QdrantClient, collection: str, video_id: int) -> list[models.Record]:
     """Every point of a video with its payload, in chunk order."""
-    points, _ = client.scroll(
-        collection, scroll_filter=video_filter(video_id), limit=100_000, with_payload=True, with_vectors=False
-    )
-    return sorted(points, key=lambda p: p.payload["metadata"]["chunk_index"])
+    return points_of_videos(client, collection, [video_id])[video_id]
+
+
+def points_of_videos(
+    client: QdrantClient, collection: str, video_ids: list[int], payload: bool = True
+) -> dict[int, list[models.Record]]:
+    """Every point of these videos, in chunk order, in one pass over the collection however many videos.
+
+    Without `payload`, points carry only their video id and chunk index.
+    """
+    found: dict[int, list[models.Record]] = {v: [] for v in video_ids}
+    if not video_ids or not client.collection_exists(collection):
+        return found
+    wanted = models.Filter(must=[models.FieldCondition(key=VIDEO_ID_FIELD, match=models.MatchAny(any=video_ids))])
+    fields = True if payload else [VIDEO_ID_FIELD, "metadata.chunk_index"]
+    offset = None
+    while True:
+        points, offset = client.scroll(
+            collection, scroll_filter=wanted, limit=4096, offset=offset, with_payload=fields, with_vectors=False
+        )
+        for point in points:
+            found[point.payload["metadata"]["video_id"]].append(point)
+        if offset is None:
+            break
+    return {v: sorted(points, key=lambda p: p.payload["metadata"]["chunk_index"]) for v, points in found.items()}

@@ -47,6 +47,8 @@ def qdrant_collection(
     rows = []
     with qdrant.get_client() as client:
         vectorstore.ensure_collection(client, qdrant.collection, len(next(iter(vectors.values()))), embeddings.model_id)
+        video_ids = [raw_transcripts[key].video_id for key in chunks]
+        existing = vectorstore.points_of_videos(client, qdrant.collection, video_ids, payload=False)
         for key, video_chunks in chunks.items():
             video = raw_transcripts[key]
             info = vectorstore.VideoInfo(
@@ -61,7 +63,8 @@ def qdrant_collection(
                 [[vectors[p.text] for p in c.phrases if p.text] for c in video_chunks],
                 fingerprint,
             )
-            stale = vectorstore.replace_video_points(client, qdrant.collection, video.video_id, points)
+            before = {str(p.id) for p in existing[video.video_id]}
+            stale = vectorstore.replace_video_points(client, qdrant.collection, video.video_id, points, before)
             rows.append({"video": key, "title": info.title[:50], "points": len(points), "stale_deleted": stale,
                          "fingerprint": fingerprint})
         total_points = client.count(qdrant.collection, exact=True).count
