@@ -8,7 +8,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -240,31 +240,41 @@ class CountingEmbeddings(Embeddings):
 
 
 class MemoizedByteStore(ByteStore):
-    """A byte store with an in-process copy in front of it.
+    """A byte store with an in-process copy of its newest entries in front of it.
 
-    The steps of one in-process run read back what earlier steps wrote (the chunker's windows are the
-    collection's phrase vectors) without going to disk again.
+    The chunker reads back, video by video, the windows its step has just embedded for all of them; the
+    copy serves those reads without the disk. It keeps at most `max_bytes`, dropping the oldest first.
     """
 
-    def __init__(self, inner: ByteStore):
+    def __init__(self, inner: ByteStore, max_bytes: int = 64 << 20):
         self.inner = inner
+        self.max_bytes = max_bytes
         self.memory: dict[str, bytes] = {}
+        self.size = 0
+
+    def _remember(self, pairs: Iterable[tuple[str, bytes]]) -> None:
+        for key, value in pairs:
+            self.size += len(value) - len(self.memory.pop(key, b""))
+            self.memory[key] = value
+        while self.size > self.max_bytes:
+            self.size -= len(self.memory.pop(next(iter(self.memory))))
 
     def mget(self, keys: Sequence[str]) -> list[bytes | None]:
-        missing = [k for k in keys if k not in self.memory]
+        found = {k: self.memory[k] for k in keys if k in self.memory}
+        missing = [k for k in keys if k not in found]
         if missing:
-            self.memory.update((k, v) for k, v in zip(missing, self.inner.mget(missing), strict=True) if v is not None)
-        return [self.memory.get(k) for k in keys]
+            found.update((k, v) for k, v in zip(missing, self.inner.mget(missing), strict=True) if v is not None)
+        return [found.get(k) for k in keys]
 
     def mset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
         pairs = list(key_value_pairs)
         self.inner.mset(pairs)
-        self.memory.update(pairs)
+        self._remember(pairs)
 
     def mdelete(self, keys: Sequence[str]) -> None:
         self.inner.mdelete(keys)
         for key in keys:
-            self.memory.pop(key, None)
+            self.size -= len(self.memory.pop(key, b""))
 
     def yield_keys(self, *, prefix: str | None = None) -> Iterator[str]:
         yield from self.inner.yield_keys(prefix=prefix)

@@ -14,7 +14,7 @@ from pstuts_pipeline.fingerprints import build_fingerprint
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.planning import IngestPlan, contiguous_ranges, plan_ingest
 from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
-from pstuts_pipeline.settings import dagster_home
+from pstuts_pipeline.settings import dagster_home, max_videos_per_run
 from pstuts_pipeline.sqlite_sync import batched_sqlite_syncs
 from pstuts_pipeline.transcripts import Catalog, SourceVideo, load_catalog
 
@@ -71,6 +71,15 @@ def register_partitions(instance: dg.DagsterInstance, keys: list[str], removed: 
         if key in known:
             instance.delete_dynamic_partition(video_partitions.name, key)
     return instance.get_dynamic_partitions(video_partitions.name)
+
+
+def run_ranges(ranges: list[tuple[str, str]], order: list[str], limit: int) -> list[tuple[str, str]]:
+    """The ranges cut into runs of at most `limit` partitions, so a run's memory does not grow with the corpus."""
+    runs = []
+    for first, last in ranges:
+        keys = order[order.index(first) : order.index(last) + 1]
+        runs += [(part[0], part[-1]) for part in (keys[i : i + limit] for i in range(0, len(keys), limit))]
+    return runs
 
 
 def fingerprint_function(
@@ -212,7 +221,7 @@ def ingest(
     order = register_partitions(instance, list(catalog.videos), plan.removed)
     report = IngestReport(plan, dagster_home=str(instance.root_directory))
     job = defs.resolve_job_def("ingest_videos")
-    for first, last in contiguous_ranges(plan.to_ingest, order):
+    for first, last in run_ranges(contiguous_ranges(plan.to_ingest, order), order, max_videos_per_run()):
         count = order.index(last) - order.index(first) + 1
         on_progress(f"materializing {count} videos ({first}..{last})")
         with batched_sqlite_syncs():

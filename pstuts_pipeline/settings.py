@@ -38,3 +38,15 @@ def env_int(name: str, default: int) -> int:
         return int(value)
     except ValueError:
         raise ValueError(f"environment variable {name} is {value!r}, not an integer") from None
+
+
+def max_videos_per_run() -> int:
+    """How many videos one `pstuts ingest` run materializes at most (PSTUTS_MAX_VIDEOS_PER_RUN).
+
+    A run holds its videos' texts and vectors in memory at once; bigger runs share more per-run overhead,
+    smaller ones bound the memory. At 100, train+dev (65 videos) is one run.
+    """
+    limit = env_int("PSTUTS_MAX_VIDEOS_PER_RUN", 100)
+    if limit < 1:
+        raise ValueError(f"environment variable PSTUTS_MAX_VIDEOS_PER_RUN is {limit}; it must be at least 1")
+    return limit

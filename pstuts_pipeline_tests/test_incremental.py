@@ -11,11 +11,10 @@ import pytest
 
 from pstuts_pipeline import chunking, embedding
 from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.ingest import ingest, plan_against_store, unchanged_report
+from pstuts_pipeline.ingest import ingest, plan_against_store, run_ranges, unchanged_report
 from pstuts_pipeline.resources import EmbeddingsResource, resources_from_env
 from pstuts_pipeline.transcripts import normalize_text
 
-pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 FEW_VIDEOS = 3
 
@@ -68,6 +67,7 @@ def texts_of(video: dict, chunk_texts: list[str]) -> set[str]:
     return set(chunker_windows_of(video)) | set(chunk_texts) | set(spoken_phrases(video))
 
 
+@pytest.mark.slow
 def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, storage):
     resources = resources_from_env()
     defs, instance = build_definitions(resources), dg.DagsterInstance.get()
@@ -87,10 +87,13 @@ def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, stora
     assert quick.plan.unchanged == again.plan.unchanged and quick.points_in_collection == len(before)
 
 
-def test_the_ledger_gives_way_to_any_other_write(data_folder, storage):
+@pytest.mark.slow
+def test_the_ledger_gives_way_to_any_other_write(data_folder, storage, monkeypatch):
+    monkeypatch.setenv("PSTUTS_MAX_VIDEOS_PER_RUN", "2")
     resources = resources_from_env()
     defs, instance = build_definitions(resources), dg.DagsterInstance.get()
-    assert ingest(defs, instance).ok and unchanged_report(resources) is not None
+    first = ingest(defs, instance)
+    assert first.ok and len(first.run_ids) == 2 and unchanged_report(resources) is not None
     before = points_by_id(resources)
 
     # Another writer removes a video's points: the ledger no longer proves anything, the video comes back.
@@ -113,6 +116,7 @@ def test_the_ledger_gives_way_to_any_other_write(data_folder, storage):
     assert unchanged_report(resources) is not None
 
 
+@pytest.mark.slow
 def test_an_edited_video_reembeds_only_its_new_texts(data_folder, storage):
     resources = resources_from_env()
     defs, instance = build_definitions(resources), dg.DagsterInstance.get()
@@ -141,6 +145,7 @@ def test_an_edited_video_reembeds_only_its_new_texts(data_folder, storage):
     assert texts_sent_to_model(instance, report.run_ids[0]) == len(new_texts)
 
 
+@pytest.mark.slow
 def test_new_chunk_settings_reingest_every_video_from_cached_windows(data_folder, storage, monkeypatch):
     resources = resources_from_env()
     defs, instance = build_definitions(resources), dg.DagsterInstance.get()
@@ -159,6 +164,7 @@ def test_new_chunk_settings_reingest_every_video_from_cached_windows(data_folder
     assert run_metadata(instance, report.run_ids[0], "kamradt_chunks")["windows_embedded"] == 0
 
 
+@pytest.mark.slow
 def test_another_model_is_another_fingerprint_and_another_cache(data_folder, storage, monkeypatch, tmp_path):
     resources = resources_from_env()
     first = ingest(build_definitions(resources), dg.DagsterInstance.get())
@@ -186,6 +192,7 @@ def test_another_model_is_another_fingerprint_and_another_cache(data_folder, sto
     assert run_metadata(dg.DagsterInstance.get(), report.run_ids[0], "kamradt_chunks")["windows_embedded"] == windows
 
 
+@pytest.mark.slow
 def test_a_cli_ingest_with_nothing_to_do_loads_neither_qdrant_nor_torch(data_folder, storage):
     env = {**os.environ, "PSTUTS_DATA_DIR": str(data_folder), "PSTUTS_STORAGE_DIR": str(storage)}
     command = [sys.executable, "-X", "importtime", "-m", "pstuts_pipeline.cli", "ingest"]
@@ -198,3 +205,10 @@ def test_a_cli_ingest_with_nothing_to_do_loads_neither_qdrant_nor_torch(data_fol
     assert again.returncode == 0, again.stderr[-3000:]
     assert "videos unchanged (skipped) │ 3" in again.stderr
     assert loaded(again).isdisjoint({"torch", "qdrant_client", "sqlalchemy", "pandas", "langchain_experimental.text_splitter"})
+
+
+def test_runs_hold_at_most_the_limit_of_consecutive_partitions():
+    order = [str(k) for k in (3, 5, 8, 13, 21, 34, 55)]
+    assert run_ranges([("3", "55")], order, 3) == [("3", "8"), ("13", "34"), ("55", "55")]
+    assert run_ranges([("5", "8"), ("21", "55")], order, 2) == [("5", "8"), ("21", "34"), ("55", "55")]
+    assert run_ranges([("13", "13")], order, 1) == [("13", "13")]
