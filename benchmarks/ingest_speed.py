@@ -118,6 +118,7 @@ class Workspace:
         return env
 
     def ingest(self, name: str) -> Run:
+        self.last_started = time.time()
         run = run_child(name, [*pstuts_command(), "ingest"], self.env(), self.logs)
         run.details = {
             "videos_ingested": table_value(run.output, "videos ingested"),
@@ -127,17 +128,20 @@ class Workspace:
         return run
 
     def texts_embedded(self) -> dict[str, int]:
-        """What the last run's steps sent to the model (their metadata), read from its Dagster instance."""
+        """What the last ingest's runs sent to the model (their steps' metadata), read from its Dagster instance."""
         import dagster as dg
 
         with dg.DagsterInstance.from_config(str(self.home)) as instance:
 
-            def latest(asset: str, key: str) -> int:
-                event = instance.get_latest_materialization_event(dg.AssetKey(asset))
-                return int(event.asset_materialization.metadata[key].value)
+            def total(asset: str, key: str) -> int:
+                records = instance.fetch_materializations(dg.AssetKey(asset), limit=10_000).records
+                # A single-run step reports its run's totals on each partition: count each run once.
+                per_run = {r.run_id: r.asset_materialization.metadata[key].value for r in records
+                           if r.timestamp >= self.last_started}
+                return int(sum(per_run.values()))
 
-            windows = latest("kamradt_chunks", "windows_embedded")
-            collection = latest("qdrant_collection", "texts_embedded")
+            windows = total("kamradt_chunks", "windows_embedded")
+            collection = total("qdrant_collection", "texts_embedded")
         return {"chunker_windows": windows, "collection_texts": collection, "total": windows + collection}
 
 
@@ -284,6 +288,7 @@ def main() -> None:
             space = Workspace(root, f"scale_{args.scale}x")
             videos = write_scaled_corpus(args.files, args.scale, space.data)
             scaled = space.ingest("fresh")
+            scaled_texts = space.texts_embedded()
             scaled_unchanged = space.ingest("unchanged")
             base_videos = runs["fresh"][0].details["videos_ingested"]
             results["scale"] = {
@@ -292,7 +297,7 @@ def main() -> None:
                 "fresh_cpu_s": scaled.cpu_seconds,
                 "unchanged_s": scaled_unchanged.seconds,
                 "peak_rss_mb": scaled.peak_rss_mb,
-                "texts_embedded": space.texts_embedded(),
+                "texts_embedded": scaled_texts,
                 "points": scaled.details["points"],
                 "seconds_per_video": round(scaled.seconds / videos, 3),
                 "base_seconds_per_video": round(fresh / base_videos, 3),
