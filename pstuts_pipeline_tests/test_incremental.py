@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
 import pytest
 
 from pstuts_pipeline import chunking, embedding
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import ingest, plan_against_store, run_ranges, unchanged_report
-from pstuts_pipeline.resources import EmbeddingsResource, resources_from_env
+from pstuts_pipeline.resources import resources_from_env
 from pstuts_pipeline.transcripts import normalize_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -212,3 +213,15 @@ def test_runs_hold_at_most_the_limit_of_consecutive_partitions():
     assert run_ranges([("3", "55")], order, 3) == [("3", "8"), ("13", "34"), ("55", "55")]
     assert run_ranges([("5", "8"), ("21", "55")], order, 2) == [("5", "8"), ("21", "34"), ("55", "55")]
     assert run_ranges([("13", "13")], order, 1) == [("13", "13")]
+
+
+@pytest.mark.slow
+def test_bfloat16_is_another_model_id_with_nearly_the_same_vectors():
+    exact, fast = embedding.EmbeddingSpec(), embedding.EmbeddingSpec(precision="bfloat16")
+    assert fast.model_id == f"{exact.model_id}@bfloat16" and embedding.cache_namespace(fast) != embedding.cache_namespace(exact)
+    texts = ["Select the layer mask, then paint with black.", "Okay.", "Choose Filter > Blur > Gaussian Blur " * 8]
+    a = np.array(embedding.load_embeddings(exact).embed_documents(texts))
+    b = np.array(embedding.load_embeddings(fast).embed_documents(texts))
+    assert not np.array_equal(a, b) and (a * b).sum(axis=1).min() > 0.999
+    with pytest.raises(ValueError, match="PSTUTS_EMBEDDING_PRECISION is 'float16'"):
+        embedding.load_embeddings(embedding.EmbeddingSpec(precision="float16"))
