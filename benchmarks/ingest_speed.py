@@ -98,7 +98,8 @@ def table_value(output: str, row: str) -> int:
 class Workspace:
     """Fresh folders for one measurement: data (symlinks or written files), storage, Dagster home."""
 
-    def __init__(self, root: Path, name: str):
+    def __init__(self, root: Path, name: str, settings: dict[str, str] | None = None):
+        self.settings = settings or {}
         self.root = root / name
         shutil.rmtree(self.root, ignore_errors=True)
         self.data = self.root / "data"
@@ -115,7 +116,7 @@ class Workspace:
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PSTUTS_") and k not in CLEARED_ENV}
         env.update(PSTUTS_DATA_DIR=str(self.data), PSTUTS_STORAGE_DIR=str(self.storage), DAGSTER_HOME=str(self.home))
-        return env
+        return {**env, **self.settings}
 
     def ingest(self, name: str) -> Run:
         self.last_started = time.time()
@@ -235,6 +236,13 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="Keep the folders (logs, stores) afterwards.")
     parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="A setting for the pstuts runs only, e.g. PSTUTS_EMBEDDING_PRECISION=bfloat16 (repeatable).",
+    )
+    parser.add_argument(
         "--passive-reference",
         action="store_true",
         help="Also run the reference with OMP_WAIT_POLICY=PASSIVE, as `pstuts ingest` runs torch, to tell the "
@@ -243,8 +251,10 @@ def main() -> None:
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="ingest_speed_", dir=args.workdir))
+    settings = dict(item.split("=", 1) for item in args.set)
     code, code_info = snapshot_code(root)
-    results: dict = {"machine": machine(), "files": [str(f) for f in args.files], "code": code_info, "load_before": load()}
+    results: dict = {"machine": machine(), "files": [str(f) for f in args.files], "code": code_info, "settings": settings}
+    results["load_before"] = load()
     runs: dict[str, list[Run]] = {"reference": [], "fresh": [], "unchanged": [], "edited": []}
     if args.passive_reference:
         runs["reference_passive"] = []
@@ -258,7 +268,7 @@ def main() -> None:
                     runs[which].append(reference(code / REFERENCE.name, args.files, root, f"r{number}_{which}", extra))
                     print(f"round {number + 1}: {which} {runs[which][-1].seconds:.1f}s", flush=True)
                     continue
-                space = Workspace(root, f"r{number}_ours")
+                space = Workspace(root, f"r{number}_ours", settings)
                 space.link(args.files)
                 runs["fresh"].append(space.ingest("fresh"))
                 runs["unchanged"].append(space.ingest("unchanged"))
@@ -285,7 +295,7 @@ def main() -> None:
         results["fresh_points"] = runs["fresh"][0].details["points"]
 
         if args.scale > 1:
-            space = Workspace(root, f"scale_{args.scale}x")
+            space = Workspace(root, f"scale_{args.scale}x", settings)
             videos = write_scaled_corpus(args.files, args.scale, space.data)
             scaled = space.ingest("fresh")
             scaled_texts = space.texts_embedded()
@@ -318,7 +328,7 @@ def report(results: dict) -> None:
     print(f"\nmachine: {results['machine']}  load avg before {results['load_before']}, after {results['load_after_rounds']}")
     print(
         f"data: {', '.join(Path(f).name for f in results['files'])}; medians of {len(results['runs']['fresh'])} rounds; "
-        f"code: {results['code']}"
+        f"code: {results['code']}; pstuts settings: {results['settings'] or 'defaults'}"
     )
     rows = [
         ("(a) reference script", "reference", ""),
