@@ -78,16 +78,19 @@ def searchable(tmp_path_factory, pstuts_files):
         env.setenv("DAGSTER_HOME", str(root / "storage" / "dagster_home"))
         (root / "storage" / "dagster_home").mkdir(parents=True)
         resources = resources_from_env()
-        with dg.instance_for_test(temp_dir=str(root / "storage" / "dagster_home")) as instance:
-            report = ingest(build_definitions(resources), instance)
-            assert report.ok and report.points_in_collection > 0
-            yield {
-                "resources": resources,
-                "instance": instance,
-                "questions": evaluation.load_questions([data / "dev_subset.json"]),
-                "qa_file": data / "dev_subset.json",
-                "env": {"PSTUTS_DATA_DIR": str(data), "PSTUTS_STORAGE_DIR": str(root / "storage")},
-            }
+        # Not entered with `with`: an instance entered in a module fixture stays Dagster's current one for later
+        # modules' tests (pytest tears it down in another context), and they fail once it is garbage-collected.
+        instance = dg.DagsterInstance.get()
+        report = ingest(build_definitions(resources), instance)
+        assert report.ok and report.points_in_collection > 0
+        yield {
+            "resources": resources,
+            "instance": instance,
+            "questions": evaluation.load_questions([data / "dev_subset.json"]),
+            "qa_file": data / "dev_subset.json",
+            "env": {"PSTUTS_DATA_DIR": str(data), "PSTUTS_STORAGE_DIR": str(root / "storage")},
+        }
+        instance.dispose()
 
 
 def ask(searchable, questions: list[str], top_k: int = 5) -> list[list[retrieval.SearchResult]]:
