@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Tutorial transcripts to a searchable Qdrant collection.")
@@ -59,9 +60,9 @@ def ingest(
     table.add_row("dagster home", report.dagster_home)
     console.print(table)
     for key, error in plan.failed.items():
-        console.print(f"[red]failed[/red] {key}: {error}")
+        console.print(f"[red]failed[/red] {key}: {escape(str(error))}")
     for run in report.failed_runs:
-        console.print(f"[red]run failed[/red] for videos {run}: see `dagster dev` for its logs")
+        console.print(f"[red]run failed[/red] for videos {escape(run)} (full logs in `dagster dev`)")
     if not report.ok:
         raise typer.Exit(1)
 

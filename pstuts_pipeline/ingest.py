@@ -191,6 +191,19 @@ def unchanged_report(resources: Mapping[str, object], only: list[str] | None = N
     )
 
 
+def step_errors(result: dg.ExecuteInProcessResult) -> list[str]:
+    """Each failed step with the innermost error's first line, so the summary says why without opening the UI."""
+    errors = []
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.error is not None:
+            error = event.step_failure_data.error
+            while error.cause is not None:
+                error = error.cause
+            message = error.message.strip().splitlines()[0] if error.message.strip() else error.cls_name
+            errors.append(f"{event.step_key}: {message}")
+    return errors
+
+
 def ingest(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
@@ -238,7 +251,8 @@ def ingest(
             )
         report.run_ids.append(result.run_id)
         if not result.success:
-            report.failed_runs.append(f"{first}..{last} (run {result.run_id})")
+            errors = "; ".join(step_errors(result)) or "no step failed: see the run's logs"
+            report.failed_runs.append(f"{first}..{last} (run {result.run_id}): {errors}")
             continue
         for stats in instance.get_run_step_stats(result.run_id):
             if stats.end_time and stats.start_time:

@@ -270,3 +270,23 @@ def test_each_record_problem_names_its_field(tmp_path, change, field, message):
         [str(tmp_path / "a.json"), *(["video 9001"] if "video_id" not in message else []), *([field] if field else []),
          message]
     )
+
+
+@pytest.mark.slow
+def test_a_failed_run_names_its_step_and_error_and_keeps_the_stored_points(ingested, storage, monkeypatch):
+    from pstuts_pipeline import chunking
+
+    before = video_snapshot(storage, OTHER)
+    (ingested / "b.json").write_text(json.dumps([{**_sample()[2], "title": "Retitled"}]))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the aligner lost its place")
+
+    monkeypatch.setattr(chunking, "timed_chunks", broken)
+    report = run_ingest()
+
+    assert not report.ok and report.plan.to_ingest == [OTHER]
+    [failed] = report.failed_runs
+    assert failed.startswith(f"{OTHER}..{OTHER} (run ")
+    assert failed.endswith("): timestamped_chunks: RuntimeError: the aligner lost its place"), failed
+    assert video_snapshot(storage, OTHER) == before
