@@ -32,7 +32,9 @@ class ChunkerSettings:
 
     breakpoint_threshold_type: str = "percentile"
     breakpoint_threshold_amount: float | None = None
-    buffer_size: int = 1
+    # 0: the chunker embeds bare phrases, the very texts the phrase vectors need, so they cost nothing twice;
+    # on train + dev that ingests 1.5x faster than Kamradt's 1 and retrieves as well (see the README).
+    buffer_size: int = 0
     max_tokens: int = 256
     min_tokens: int = 8
 
@@ -112,7 +114,7 @@ def transcript_lines(transcript: str) -> list[str]:
     return [line for line in transcript.split(PHRASE_SEPARATOR) if line.strip()]
 
 
-def chunker_windows(lines: Sequence[str], buffer_size: int = 1) -> list[str]:
+def chunker_windows(lines: Sequence[str], buffer_size: int) -> list[str]:
     """The texts SemanticChunker embeds for a transcript (each phrase with its neighbours), in order."""
     from langchain_experimental.text_splitter import combine_sentences
 

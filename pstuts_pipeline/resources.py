@@ -84,6 +84,11 @@ class ChunkingResource(dg.ConfigurableResource):
         default="percentile", description="SemanticChunker breakpoint rule: percentile, standard_deviation, ..."
     )
     breakpoint_threshold_amount: float | None = Field(default=None, description="Its amount (None = LangChain's).")
+    buffer_size: int = Field(
+        default=ChunkerSettings.buffer_size,
+        ge=0,
+        description="Neighbouring phrases on each side embedded with a phrase to find breakpoints (Kamradt's: 1).",
+    )
     max_chunk_tokens: int = Field(
         default=0, description="Cap on a chunk's tokens, special tokens included (0 = the model's input window)."
     )
@@ -94,6 +99,7 @@ class ChunkingResource(dg.ConfigurableResource):
         return ChunkerSettings(
             breakpoint_threshold_type=self.breakpoint_threshold_type,
             breakpoint_threshold_amount=self.breakpoint_threshold_amount,
+            buffer_size=self.buffer_size,
             max_tokens=cap,
             min_tokens=self.min_chunk_tokens,
         )
@@ -151,6 +157,7 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
             cache_dir=os.environ.get("PSTUTS_EMBEDDING_CACHE_DIR"),
         ),
         "chunking_settings": ChunkingResource(
+            buffer_size=env_int("PSTUTS_CHUNKER_BUFFER_SIZE", ChunkerSettings.buffer_size),
             max_chunk_tokens=env_int("PSTUTS_MAX_CHUNK_TOKENS", 0),
             min_chunk_tokens=env_int("PSTUTS_MIN_CHUNK_TOKENS", 8),
         ),
