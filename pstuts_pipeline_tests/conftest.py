@@ -76,3 +76,18 @@ def storage(tmp_path, monkeypatch) -> Path:
 @pytest.fixture
 def hash_embeddings() -> HashEmbeddings:
     return HashEmbeddings()
+
+
+@pytest.fixture(autouse=True)
+def no_current_dagster_instance_from_earlier_tests():
+    """Each test starts with no 'current' Dagster instance state left by another test.
+
+    Entering an instance (`with instance:`) makes its defs-state storage the current one in a context variable;
+    an instance entered in one test and torn down elsewhere (pytest finalizers run in another context) stays
+    current, and once it is garbage-collected every later `Definitions.resolve_job_def` fails with "Attempted
+    to resolve undefined DagsterInstance weakref". Dagster offers no public way to reset it.
+    """
+    from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+    with set_defs_state_storage(None):
+        yield

@@ -163,37 +163,37 @@ def test_latest_points_the_pipeline_at_the_newest_version_and_evaluation_compare
         assert graph.get(dg.AssetKey(key)).code_version.endswith(f"embedder={embeddings.model_id}")
     assert graph.get(dg.AssetKey("raw_transcripts")).code_version is None
 
-    instance = dg.DagsterInstance.get()
-    report = ingest(defs, instance)
-    assert report.ok and report.chunks > 0
-    with defs.resources["qdrant"].get_client() as client:
-        assert vectorstore.collection_model(client, "pstuts_transcripts") == embeddings.model_id
+    with dg.DagsterInstance.get() as instance:
+        report = ingest(defs, instance)
+        assert report.ok and report.chunks > 0
+        with defs.resources["qdrant"].get_client() as client:
+            assert vectorstore.collection_model(client, "pstuts_transcripts") == embeddings.model_id
 
-    # retrieval_evaluation scores the tuned collection and a base-model one side by side.
-    monkeypatch.setenv("PSTUTS_EMBEDDING_MODEL", "")
-    monkeypatch.setenv("PSTUTS_COLLECTION", "base")
-    base_defs = build_definitions(resources_from_env())
-    assert ingest(base_defs, instance).ok
-    result = dg.materialize(
-        [retrieval_evaluation],
-        resources={k: defs.resources[k] for k in ("transcript_source", "embeddings", "qdrant")},
-        instance=instance,
-        run_config={"ops": {"retrieval_evaluation": {"config": {"compare_collection": "base"}}}},
-    )
-    metadata = result.asset_materializations_for_node("retrieval_evaluation")[0].metadata
-    base = base_defs.resources["embeddings"]
-    assert metadata["embedding_model"].value == embeddings.model_id
-    assert metadata["compared_model"].value == base.model_id != embeddings.model_id
-    questions = evaluation.load_questions([slice_files[1]])
-    with base_defs.resources["qdrant"].get_client() as client:
-        ranked = retrieval.search_many(
-            client, "base", base.query_embeddings(), base.model_id, [q.text for q in questions], 10
+        # retrieval_evaluation scores the tuned collection and a base-model one side by side.
+        monkeypatch.setenv("PSTUTS_EMBEDDING_MODEL", "")
+        monkeypatch.setenv("PSTUTS_COLLECTION", "base")
+        base_defs = build_definitions(resources_from_env())
+        assert ingest(base_defs, instance).ok
+        result = dg.materialize(
+            [retrieval_evaluation],
+            resources={k: defs.resources[k] for k in ("transcript_source", "embeddings", "qdrant")},
+            instance=instance,
+            run_config={"ops": {"retrieval_evaluation": {"config": {"compare_collection": "base"}}}},
         )
-    expected = evaluation.evaluate(questions, ranked)
-    for name in ("hit@5", "link@5", "mrr@10"):
-        assert metadata[f"compared_{name}"].value == pytest.approx(expected[name], abs=1e-4)
-        difference = metadata[name].value - metadata[f"compared_{name}"].value
-        assert metadata[f"vs_compared_{name}"].value == pytest.approx(difference, abs=2e-4)
+        metadata = result.asset_materializations_for_node("retrieval_evaluation")[0].metadata
+        base = base_defs.resources["embeddings"]
+        assert metadata["embedding_model"].value == embeddings.model_id
+        assert metadata["compared_model"].value == base.model_id != embeddings.model_id
+        questions = evaluation.load_questions([slice_files[1]])
+        with base_defs.resources["qdrant"].get_client() as client:
+            ranked = retrieval.search_many(
+                client, "base", base.query_embeddings(), base.model_id, [q.text for q in questions], 10
+            )
+        expected = evaluation.evaluate(questions, ranked)
+        for name in ("hit@5", "link@5", "mrr@10"):
+            assert metadata[f"compared_{name}"].value == pytest.approx(expected[name], abs=1e-4)
+            difference = metadata[name].value - metadata[f"compared_{name}"].value
+            assert metadata[f"vs_compared_{name}"].value == pytest.approx(difference, abs=2e-4)
 
 
 def test_latest_without_a_tuned_model_says_what_to_do(tmp_path, monkeypatch):
