@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--model", type=Path, help="Compare this tuned version instead of training a new one.")
     parser.add_argument("--out", type=Path, help="Parent folder for the new version (default: under --storage).")
     parser.add_argument("--storage", type=Path, help="Work folder (default: a temporary one).")
-    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-steps", type=int, default=0)
     parser.add_argument("--eval-steps", type=int, default=100)

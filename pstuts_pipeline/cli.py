@@ -88,7 +88,7 @@ def tune(
     train: Annotated[list[Path], typer.Option("--train", help="PsTuts-VQA-format file to train on (repeatable).")],
     dev: Annotated[list[Path], typer.Option("--dev", help="File to validate on, never trained on (repeatable).")],
     out: Annotated[Path | None, typer.Option("--out", help="Parent folder of model versions.")] = None,
-    epochs: Annotated[float, typer.Option(min=0.01, help="Passes over the training pairs.")] = 1.0,
+    epochs: Annotated[float, typer.Option(min=0.01, help="Passes over the training pairs.")] = 2.0,
     batch_size: Annotated[int, typer.Option(min=2, help="Pairs per step.")] = 64,
     max_steps: Annotated[int, typer.Option(min=0, help="Cap on steps (0 = no cap).")] = 0,
     eval_steps: Annotated[int, typer.Option(min=0, help="Evaluate on dev every N steps (0 = start and end).")] = 0,

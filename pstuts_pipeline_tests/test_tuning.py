@@ -83,6 +83,34 @@ def test_length_grouped_batches_cover_every_row_once_without_repeated_texts(pstu
     assert tuning.length_grouped_batches(rows, 64, seed=4) != batches
 
 
+def _bag_of_words(texts: list[str]) -> np.ndarray:
+    """A stand-in encoder: hashed word counts, normalized, so questions lean towards phrases sharing their words."""
+    vectors = np.zeros((len(texts), 256))
+    for row, text in enumerate(texts):
+        for word in text.lower().split():
+            vectors[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % 256] += 1
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+
+
+def test_hard_negatives_come_from_another_video_and_are_never_the_positive(pstuts_files, tmp_path):
+    videos = json.loads(pstuts_files[0].read_text())[:4]
+    (tmp_path / "train.json").write_text(json.dumps(videos))
+    split = tuning.load_split([tmp_path / "train.json"], 0)
+    columns = tuning.training_triplets(split, _bag_of_words, top_k=5, seed=1)
+    assert list(columns) == ["anchor", "positive", "negative"] and columns["anchor"] == tuning.training_pairs(split)["anchor"]
+    texts_of: dict[int, set[str]] = {}
+    for key, text in split.passages.items():
+        texts_of.setdefault(int(key.split(":")[0]), set()).add(text)
+    video_of = {(e.question, e.passage): e.video_id for e in split.examples}
+    for question, positive, negative in zip(*columns.values(), strict=True):
+        assert negative != positive and negative not in texts_of[video_of[question, positive]]
+        assert any(negative in texts for texts in texts_of.values())
+    assert len(set(columns["negative"])) > 10  # a random one of the top few, not one phrase for every question
+    one_video = tuning.Split(split.examples[:3], {k: v for k, v in split.passages.items() if k.startswith(f"{split.examples[0].video_id}:")})
+    with pytest.raises(tuning.TuningDataError, match="no passage of another video"):
+        tuning.training_triplets(one_video, _bag_of_words, top_k=5, seed=1)
+
+
 def tune_command(args: list[str], root: Path) -> subprocess.CompletedProcess:
     """`pstuts tune` as a user runs it, with its own Dagster instance and storage."""
     (root / "dagster_home").mkdir(parents=True, exist_ok=True)
