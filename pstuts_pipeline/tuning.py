@@ -188,12 +188,8 @@ def cross_video_negatives(
 
 def training_triplets(split: Split, encode: Encode, top_k: int, seed: int) -> dict[str, list[str]]:
     """(anchor, positive, negative) columns: each distinct pair with a hard negative from another video."""
-    examples = distinct_examples(split)
-    return {
-        "anchor": [e.question for e in examples],
-        "positive": [e.passage for e in examples],
-        "negative": cross_video_negatives(examples, split.passages, encode, top_k, seed),
-    }
+    negatives = cross_video_negatives(distinct_examples(split), split.passages, encode, top_k, seed)
+    return {**training_pairs(split), "negative": negatives}
 
 
 def length_grouped_batches(
