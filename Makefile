@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 QUESTION ?= How do I open Free Transform?
 
-.PHONY: setup demo test ci-materialize clean
+.PHONY: setup demo dev test clean
 
 $(BIN)/pstuts: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ setup: $(BIN)/pstuts
 demo: setup
 	$(BIN)/pstuts ingest
 	$(BIN)/pstuts search "$(QUESTION)" --top-k 3
+
+# The UI, the folder sensor and the schedules, on the project's instance (.storage/dagster_home unless DAGSTER_HOME).
+dev: setup
+	$(BIN)/pstuts dev
 
 test: setup
 	$(BIN)/pytest

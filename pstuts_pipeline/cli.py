@@ -1,6 +1,7 @@
 """The `pstuts` command: ingest the data folder through Dagster, search the collection, score the search."""
 
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -32,7 +33,8 @@ def ingest(
 ) -> None:
     """Register every video in the data folder as a partition and materialize the new or changed ones."""
     from pstuts_pipeline.ingest import ingest as run_ingest
-    from pstuts_pipeline.ingest import instance_for_cli, unchanged_report
+    from pstuts_pipeline.ingest import unchanged_report
+    from pstuts_pipeline.instance import instance_for_cli
     from pstuts_pipeline.resources import resources_from_env
 
     # With nothing to do, the ledger says so without importing the pipeline, Qdrant or Dagster's storage.
@@ -43,6 +45,8 @@ def ingest(
         with console.status("starting") as status:
             report = run_ingest(defs, instance, only=video, force=force, on_progress=lambda m: status.update(m))
     plan = report.plan
+    for line in report.reclaimed:
+        console.print(f"[yellow]reclaimed[/yellow] {escape(line)}")
     table = Table(title="pstuts ingest", show_header=False)
     table.add_row("videos ingested", str(len(plan.to_ingest)))
     table.add_row("videos unchanged (skipped)", str(len(plan.unchanged)))
@@ -70,17 +74,32 @@ def ingest(
 @app.command()
 def register() -> None:
     """Register every video in the data folder as a partition, so `dagster asset materialize --partition ID` works."""
-    from pstuts_pipeline.ingest import instance_for_cli, register_partitions
+    from pstuts_pipeline.ingest import register_partitions
+    from pstuts_pipeline.instance import instance_for_cli
     from pstuts_pipeline.transcripts import load_catalog
 
     instance = instance_for_cli()
     catalog = load_catalog(_definitions().resources["transcript_source"].path())
-    keys = register_partitions(instance, list(catalog.videos), removed=[])
+    keys = register_partitions(instance, catalog)
     console.print(f"{len(keys)} video partitions registered in {instance.root_directory}")
     for error in catalog.errors:
         console.print(f"[red]not registered[/red]: {error}")
     if catalog.errors:
         raise typer.Exit(1)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def dev(context: typer.Context) -> None:
+    """`dagster dev` on the project's instance (DAGSTER_HOME, with its run queue and Qdrant writer pool)."""
+    from pstuts_pipeline.instance import prepare_home
+    from pstuts_pipeline.settings import project_root
+
+    home = prepare_home()
+    os.environ["DAGSTER_HOME"] = str(home)
+    console.print(f"dagster dev with DAGSTER_HOME={home}")
+    dagster = Path(sys.executable).with_name("dagster")
+    os.chdir(project_root())  # workspace.yaml
+    os.execv(dagster, [str(dagster), "dev", *context.args])
 
 
 @app.command()
@@ -96,7 +115,7 @@ def tune(
 ) -> None:
     """Fine-tune the embedder on the training files' questions (the `tuned_embedder` asset); print the model folder."""
     from pstuts_pipeline.assets.tuning import TunedEmbedderConfig, materialize_tuned_embedder
-    from pstuts_pipeline.ingest import instance_for_cli
+    from pstuts_pipeline.instance import instance_for_cli
 
     config = TunedEmbedderConfig(
         train_files=[str(f.resolve()) for f in train],

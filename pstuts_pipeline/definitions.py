@@ -1,4 +1,4 @@
-"""The Dagster code location: assets, checks, jobs, sensor, schedule and resources in one place."""
+"""The Dagster code location: assets, checks, jobs, sensor, schedules and resources in one place."""
 
 import os
 
@@ -9,7 +9,7 @@ from pstuts_pipeline.checks import pipeline_checks
 from pstuts_pipeline.io_managers import PartitionedPickleIOManager
 from pstuts_pipeline.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.resources import resources_from_env
-from pstuts_pipeline.schedules import nightly_reingest
+from pstuts_pipeline.schedules import DEFAULT_CRON, DEFAULT_TIMEZONE, build_schedules
 from pstuts_pipeline.sensors import transcript_folder_sensor
 
 
@@ -23,11 +23,16 @@ def build_definitions(resources: dict[str, object] | None = None) -> dg.Definiti
         asset_checks=pipeline_checks,
         jobs=[ingest_videos_job, remove_videos_job],
         sensors=[transcript_folder_sensor],
-        schedules=[nightly_reingest],
+        schedules=build_schedules(
+            os.environ.get("PSTUTS_REINGEST_CRON") or DEFAULT_CRON,
+            os.environ.get("PSTUTS_REINGEST_TIMEZONE") or DEFAULT_TIMEZONE,
+        ),
         resources={
             "io_manager": PartitionedPickleIOManager(base_path=os.environ.get("PSTUTS_IO_PATH", "")),
             **resources,
         },
+        # UI materializations and backfills run like the ingest job: every step in the run's one process.
+        executor=dg.in_process_executor,
     )
 
 

@@ -1,12 +1,14 @@
-"""What the last ingest saw in Qdrant and in the Dagster instance, so that an ingest with nothing to do needs neither.
+"""What the last reconcile saw in Qdrant (and the CLI in the Dagster instance), so a no-op needs neither.
 
 Opening local-mode Qdrant loads the whole collection, and importing Dagster's instance storage and Qdrant's
-client takes seconds, while an unchanged data folder needs none of it. After each ingest the ledger records
-the videos' stored fingerprints and the registered partitions, stamped with the files they were read from
-(size, modification time, inode and first bytes: SQLite's change counter, the WAL's salts). While those
-files are untouched, the record is what a fresh read would return; any write, by us or anyone else, moves a
-stamp and sends the next ingest the slow way. Only local-mode Qdrant and Dagster's default SQLite storage
-have files to stamp; with a server or other storage the ledger is not used. No Dagster or Qdrant imports.
+client takes seconds, while an unchanged data folder needs none of it. After each reconcile the ledger records
+the videos' stored fingerprints, stamped with the Qdrant files they were read from (size, modification time,
+inode and first bytes: SQLite's change counter, the WAL's salts); the CLI adds the registered partitions,
+stamped with the instance's files. While those files are untouched, the record is what a fresh read would
+return; any write, by us or anyone else, moves a stamp and sends the next reconcile the slow way. Only
+local-mode Qdrant and Dagster's default SQLite storage have files to stamp; with a server or other storage
+that part is not used. The sensor relies on the Qdrant part only: under `dagster dev` the instance's files
+change every few seconds. No Dagster or Qdrant imports.
 """
 
 import hashlib
@@ -16,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 LEDGER_FILE = "pstuts_ingest_ledger.json"
-LEDGER_VERSION = 1
+LEDGER_VERSION = 2
 # Dagster instance settings that move its storage out of DAGSTER_HOME's SQLite files.
 STORAGE_SETTINGS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
 
@@ -66,27 +68,32 @@ class Ledger:
 
     key: dict[str, str]
     stamps: dict[str, Stamp]
-    partitions: list[str]
     fingerprints: dict[str, list[str]] = field(default_factory=dict)
     points: int = 0
+    # The registered partitions and the stamps of the instance files they came from (CLI only).
+    partitions: list[str] | None = None
+    partition_stamps: dict[str, Stamp] | None = None
 
     def stored(self) -> dict[int, set[str]]:
         """The fingerprints as `vectorstore.stored_fingerprints` returns them."""
         return {int(video): set(prints) for video, prints in self.fingerprints.items()}
 
     def still_current(self) -> bool:
-        """Whether no file it was read from has been written since."""
+        """Whether no Qdrant file it was read from has been written since."""
         return stamps([Path(p) for p in self.stamps]) == self.stamps
+
+    def current_partitions(self, dagster_home: Path) -> list[str] | None:
+        """The registered partitions if the instance files they were read from are untouched, else None."""
+        watched = dagster_partition_files(dagster_home)
+        if self.partitions is None or self.partition_stamps is None or watched is None:
+            return None
+        if sorted(self.partition_stamps) != sorted(str(p) for p in watched):
+            return None
+        return self.partitions if stamps(watched) == self.partition_stamps else None
 
 
 def ledger_key(qdrant_path: Path, collection: str, dagster_home: Path) -> dict[str, str]:
     return {"qdrant": str(qdrant_path.resolve()), "collection": collection, "dagster_home": str(dagster_home.resolve())}
-
-
-def watched_files(qdrant_path: Path, collection: str, dagster_home: Path) -> list[Path] | None:
-    """Every file whose change invalidates a ledger, or None if some state lives outside files."""
-    partitions = dagster_partition_files(dagster_home)
-    return None if partitions is None else qdrant_local_files(qdrant_path, collection) + partitions
 
 
 def read_ledger(qdrant_path: Path, collection: str, dagster_home: Path) -> Ledger | None:
@@ -102,8 +109,8 @@ def read_ledger(qdrant_path: Path, collection: str, dagster_home: Path) -> Ledge
         ledger = Ledger(**raw)
     except TypeError:
         return None
-    watched = watched_files(qdrant_path, collection, dagster_home)
-    if watched is None or ledger.key != ledger_key(qdrant_path, collection, dagster_home):
+    watched = qdrant_local_files(qdrant_path, collection)
+    if ledger.key != ledger_key(qdrant_path, collection, dagster_home):
         return None
     if sorted(ledger.stamps) != sorted(str(p) for p in watched) or not ledger.still_current():
         return None
@@ -116,8 +123,3 @@ def write_ledger(dagster_home: Path, ledger: Ledger) -> None:
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     temporary.write_text(json.dumps({"version": LEDGER_VERSION, **asdict(ledger)}))
     temporary.replace(path)
-
-
-def forget_ledger(dagster_home: Path) -> None:
-    """Drop the ledger (its files changed under us while we read them)."""
-    (dagster_home / LEDGER_FILE).unlink(missing_ok=True)

@@ -120,8 +120,11 @@ class QdrantResource(dg.ConfigurableResource):
         return Path(self.path) if self.path else storage_dir() / "qdrant"
 
     @contextlib.contextmanager
-    def get_client(self) -> Iterator["QdrantClient"]:
-        """A client for one step. Local mode allows one client per folder, so take a file lock around it."""
+    def get_client(self, lock_timeout_s: float | None = None) -> Iterator["QdrantClient"]:
+        """A client for one step. Local mode allows one client per folder, so take a file lock around it.
+
+        `lock_timeout_s` overrides how long to wait for another user (filelock.Timeout when it runs out).
+        """
         from qdrant_client import QdrantClient
 
         if self.url:
@@ -132,7 +135,8 @@ class QdrantResource(dg.ConfigurableResource):
                 client.close()
             return
         self.local_path.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.local_path) + ".lock", timeout=self.lock_timeout_s):
+        timeout = self.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
+        with FileLock(str(self.local_path) + ".lock", timeout=timeout):
             client = QdrantClient(path=str(self.local_path))
             try:
                 yield client

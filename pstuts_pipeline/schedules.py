@@ -1,51 +1,58 @@
-"""Scheduled re-ingestion: nightly by default, only what changed unless a full rebuild is asked for."""
+"""Scheduled reconcile: the folder sensor's policy on a clock, and a full re-ingest when asked for.
+
+A Dagster schedule launches one job, so the policy's two kinds of run are two schedules on the same cron:
+`nightly_reingest` (ingest ranges) and `nightly_removal` (the removal job). Both are off by default.
+"""
 
 import os
 
 import dagster as dg
 
-from pstuts_pipeline.jobs import ingest_videos_job
+from pstuts_pipeline.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.partitions import video_partitions
-from pstuts_pipeline.ingest import plan_against_store
+from pstuts_pipeline.reconcile import plan_tick
 from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
 
-REINGEST_CRON = os.environ.get("PSTUTS_REINGEST_CRON", "0 3 * * *")
-REINGEST_TIMEZONE = os.environ.get("PSTUTS_REINGEST_TIMEZONE", "UTC")
-FULL_REASON = "full re-ingest requested (PSTUTS_REINGEST_ALL=1, e.g. a new embedding model)"
-CHANGED_REASON = "new video, or its source, embedding model or chunking settings differ from what Qdrant holds"
+DEFAULT_CRON = "0 3 * * *"
+DEFAULT_TIMEZONE = "UTC"
 
 
-@dg.schedule(
-    job=ingest_videos_job,
-    cron_schedule=REINGEST_CRON,
-    execution_timezone=REINGEST_TIMEZONE,
-    default_status=dg.DefaultScheduleStatus.STOPPED,
-)
-def nightly_reingest(
-    context: dg.ScheduleEvaluationContext,
-    transcript_source: TranscriptSource,
-    embeddings: EmbeddingsResource,
-    chunking_settings: ChunkingResource,
-    qdrant: QdrantResource,
-) -> list[dg.RunRequest] | dg.SkipReason:
-    """Re-ingest videos whose source, model or settings changed; all of them when PSTUTS_REINGEST_ALL=1."""
-    force = os.environ.get("PSTUTS_REINGEST_ALL", "") == "1"
-    _, plan = plan_against_store(transcript_source, embeddings, chunking_settings, qdrant, force=force)
-    for key, error in plan.failed.items():
-        context.log.error(f"not ingested: {error}")
-    if not plan.to_ingest:
-        return dg.SkipReason(f"{len(plan.unchanged)} videos unchanged; nothing to re-ingest")
-    known = set(context.instance.get_dynamic_partitions(video_partitions.name))
-    unregistered = [k for k in plan.to_ingest if k not in known]
-    if unregistered:
-        context.log.warning(f"videos {unregistered} are not partitions yet; the folder sensor registers them")
-    reason = FULL_REASON if force else CHANGED_REASON
-    return [
-        dg.RunRequest(
-            run_key=f"{context.scheduled_execution_time}:{key}",
-            partition_key=key,
-            tags={"pstuts/trigger": "schedule", "pstuts/reason": reason},
+def reingest_all() -> bool:
+    """Whether the schedule re-ingests every video (PSTUTS_REINGEST_ALL=1, e.g. after a model change)."""
+    return os.environ.get("PSTUTS_REINGEST_ALL", "") == "1"
+
+
+def build_reconcile_schedule(name: str, job: dg.JobDefinition, cron: str,
+                             timezone: str) -> dg.ScheduleDefinition:
+    """A schedule that reconciles the folder with Qdrant and requests the runs of its one job."""
+
+    @dg.schedule(name=name, job=job, cron_schedule=cron, execution_timezone=timezone,
+                 default_status=dg.DefaultScheduleStatus.STOPPED)
+    def reconcile_on_schedule(
+        context: dg.ScheduleEvaluationContext,
+        transcript_source: TranscriptSource,
+        embeddings: EmbeddingsResource,
+        chunking_settings: ChunkingResource,
+        qdrant: QdrantResource,
+    ) -> list[dg.RunRequest] | dg.SkipReason:
+        """Reconcile as the sensor does; every video when PSTUTS_REINGEST_ALL=1."""
+        plan = plan_tick(
+            context.instance, transcript_source, embeddings, chunking_settings, qdrant, trigger="schedule",
+            force=reingest_all(), salt=str(context.scheduled_execution_time), busy_jobs={job.name},
         )
-        for key in plan.to_ingest
-        if key in known
-    ] or dg.SkipReason("every video to re-ingest still waits for the sensor to register it")
+        for line in plan.warnings:
+            context.log.warning(line)
+        if plan.new_partitions:  # a schedule cannot return partition requests: register them directly
+            context.instance.add_dynamic_partitions(video_partitions.name, plan.new_partitions)
+        mine = [r for r in plan.run_requests if r.job_name == job.name]
+        return mine or dg.SkipReason(plan.skip_reason or f"nothing for {job.name} to do")
+
+    return reconcile_on_schedule
+
+
+def build_schedules(cron: str = DEFAULT_CRON, timezone: str = DEFAULT_TIMEZONE) -> list[dg.ScheduleDefinition]:
+    """The nightly schedules, for a cron and timezone that `definitions.py` reads from the environment."""
+    return [
+        build_reconcile_schedule("nightly_reingest", ingest_videos_job, cron, timezone),
+        build_reconcile_schedule("nightly_removal", remove_videos_job, cron, timezone),
+    ]

@@ -14,9 +14,10 @@ import pytest
 from qdrant_client import QdrantClient
 
 from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.ingest import DEFAULT_INSTANCE_YAML, IngestReport, ingest
+from pstuts_pipeline.ingest import IngestReport, ingest
+from pstuts_pipeline.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.partitions import video_partitions
-from pstuts_pipeline.planning import plan_ingest
+from pstuts_pipeline.reconcile import reconcile
 from pstuts_pipeline.resources import resources_from_env
 from pstuts_pipeline.transcripts import Catalog, InputError, load_catalog
 
@@ -233,16 +234,16 @@ def test_a_file_that_names_no_video_holds_back_every_removal(tmp_path):
     assert [str(e) for e in catalog.errors] == [f"{tmp_path / 'b.json'}: is not valid JSON: Expecting property name "
                                                 "enclosed in double quotes at line 1 column 3"]
     stored = {9001: {"fingerprint"}, 9003: {"fingerprint"}}
-    plan = plan_ingest(catalog, stored, lambda v: "fingerprint")
+    plan = reconcile(catalog, stored, lambda v: "fingerprint")
     assert plan.removed == [] and plan.unchanged == ["9001"] and list(plan.failed) == [str(tmp_path / "b.json")]
     readable = _catalog(tmp_path, {"b.json": b"[]"})
-    assert plan_ingest(readable, stored, lambda v: "fingerprint").removed == ["9003"]
+    assert reconcile(readable, stored, lambda v: "fingerprint").removed == ["9003"]
 
 
 def test_a_missing_data_folder_removes_nothing(tmp_path):
     catalog = load_catalog(tmp_path / "unmounted")
     assert [str(e) for e in catalog.errors] == [f"{tmp_path / 'unmounted'}: is not a folder: no transcripts can be read from it"]
-    assert plan_ingest(catalog, {9001: {"f"}}, lambda v: "f").removed == []
+    assert reconcile(catalog, {9001: {"f"}}, lambda v: "f").removed == []
 
 
 @pytest.mark.parametrize(

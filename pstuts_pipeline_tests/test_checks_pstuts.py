@@ -22,7 +22,8 @@ from pstuts_pipeline.checks import (
     points_match_chunks,
 )
 from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.ingest import DEFAULT_INSTANCE_YAML, IngestReport, ingest
+from pstuts_pipeline.ingest import IngestReport, ingest
+from pstuts_pipeline.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, resources_from_env
 from pstuts_pipeline.transcripts import normalize_text
 

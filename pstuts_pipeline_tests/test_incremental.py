@@ -12,7 +12,9 @@ import pytest
 
 from pstuts_pipeline import chunking, embedding
 from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.ingest import ingest, plan_against_store, run_ranges, unchanged_report
+from pstuts_pipeline.ingest import ingest, unchanged_report
+from pstuts_pipeline.reconcile import fingerprint_function, ingest_ranges, read_store, reconcile
+from pstuts_pipeline.transcripts import load_catalog
 from pstuts_pipeline.resources import resources_from_env
 from pstuts_pipeline.transcripts import normalize_text
 
@@ -179,9 +181,9 @@ def test_another_model_is_another_fingerprint_and_another_cache(data_folder, sto
     monkeypatch.setenv("PSTUTS_EMBEDDING_MODEL", str(other))
     renamed = resources_from_env()
     assert renamed["embeddings"].model_id != resources["embeddings"].model_id
-    _, plan = plan_against_store(
-        renamed["transcript_source"], renamed["embeddings"], renamed["chunking_settings"], renamed["qdrant"]
-    )
+    stored, _ = read_store(renamed["qdrant"])
+    fingerprint_of = fingerprint_function(renamed["embeddings"], renamed["chunking_settings"])
+    plan = reconcile(load_catalog(renamed["transcript_source"].path()), stored, fingerprint_of)
     assert sorted(plan.to_ingest) == sorted(first.plan.to_ingest) and plan.unchanged == []
     assert unchanged_report(renamed) is None
 
@@ -210,9 +212,10 @@ def test_a_cli_ingest_with_nothing_to_do_loads_neither_qdrant_nor_torch(data_fol
 
 def test_runs_hold_at_most_the_limit_of_consecutive_partitions():
     order = [str(k) for k in (3, 5, 8, 13, 21, 34, 55)]
-    assert run_ranges([("3", "55")], order, 3) == [("3", "8"), ("13", "34"), ("55", "55")]
-    assert run_ranges([("5", "8"), ("21", "55")], order, 2) == [("5", "8"), ("21", "34"), ("55", "55")]
-    assert run_ranges([("13", "13")], order, 1) == [("13", "13")]
+    assert ingest_ranges(order, order, 3) == [("3", "8"), ("13", "34"), ("55", "55")]
+    assert ingest_ranges(["5", "8", "21", "34", "55"], order, 2) == [("5", "8"), ("21", "34"), ("55", "55")]
+    assert ingest_ranges(["13"], order, 1) == [("13", "13")]
+    assert ingest_ranges(["3", "8", "13"], order, 100) == [("3", "3"), ("8", "13")]
 
 
 @pytest.mark.slow

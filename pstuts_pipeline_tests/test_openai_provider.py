@@ -9,7 +9,7 @@ import pytest
 from pstuts_pipeline import retrieval
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.embedding import ProviderRefusedError
-from pstuts_pipeline.ingest import ingest, register_partitions
+from pstuts_pipeline.ingest import ingest
 from pstuts_pipeline.resources import EmbeddingsResource, resources_from_env
 
 from servers import EMBEDDING_URL, REPO, SERVED_MODEL, FlakyProxy, keyed_embedding_server, run_script
@@ -121,7 +121,7 @@ def test_dagster_retries_a_step_when_the_client_gives_up(storage, proxy, monkeyp
     use_openai(monkeypatch, proxy.url, "any")
     defs = build_definitions(resources_from_env())
     instance = dg.DagsterInstance.get()
-    register_partitions(instance, ["9001"], removed=[])
+    instance.add_dynamic_partitions("videos", ["9001"])
     job = defs.resolve_job_def("ingest_videos")
 
     proxy.fail_next(*[503, 429] * 3, 503)  # the chunker's first batch, every attempt of it

@@ -1,4 +1,4 @@
-"""The nightly re-ingest schedule: only changed videos, all of them on request, tags that say why, a configurable cron."""
+"""The nightly schedules: the sensor's reconcile policy on a clock (changed and removed videos), all on request."""
 
 import json
 import os
@@ -9,12 +9,13 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.ingest import ingest
+from pstuts_pipeline.ingest import execute_request, ingest
 from pstuts_pipeline.partitions import video_partitions
+from pstuts_pipeline.reconcile import CHANGED_REASON, FORCED_REASON, REMOVED_REASON
 from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
-from pstuts_pipeline.schedules import CHANGED_REASON, FULL_REASON, nightly_reingest
 
 from conftest import SAMPLE_DIR
 
@@ -26,18 +27,19 @@ def write_videos(folder: Path, videos: list[dict]) -> None:
     (folder / "videos.json").write_text(json.dumps(videos, indent=1), encoding="utf-8")
 
 
-def evaluate(instance: dg.DagsterInstance, resources: dict) -> list[dg.RunRequest] | dg.SkipReason:
-    context = dg.build_schedule_context(instance=instance, resources=resources, scheduled_execution_time=TICK)
-    return nightly_reingest(context)
+def evaluate(defs: dg.Definitions, name: str, instance: dg.DagsterInstance) -> list[dg.RunRequest] | dg.SkipReason:
+    context = dg.build_schedule_context(instance=instance, resources=defs.resources, scheduled_execution_time=TICK)
+    return defs.resolve_schedule_def(name)(context)
 
 
-def requested(result: list[dg.RunRequest] | dg.SkipReason) -> dict[str, dict[str, str]]:
+def ranges(result: list[dg.RunRequest] | dg.SkipReason) -> list[tuple[str, str, str]]:
     assert not isinstance(result, dg.SkipReason), result.skip_message
-    return {r.partition_key: r.tags for r in result}
+    return [(r.tags[ASSET_PARTITION_RANGE_START_TAG], r.tags[ASSET_PARTITION_RANGE_END_TAG], r.tags["pstuts/reason"])
+            for r in result]
 
 
 @pytest.mark.slow
-def test_schedule_requests_changed_videos_only_and_all_on_request(storage, tmp_path, monkeypatch):
+def test_schedules_request_changed_and_removed_videos_and_all_on_request(storage, tmp_path, monkeypatch):
     videos = json.loads((SAMPLE_DIR / "sample_videos.json").read_text())
     folder = tmp_path / "data"
     write_videos(folder, videos)
@@ -51,50 +53,49 @@ def test_schedule_requests_changed_videos_only_and_all_on_request(storage, tmp_p
     instance = dg.DagsterInstance.get()
     assert ingest(defs, instance).ok
 
-    unchanged = evaluate(instance, resources)
-    assert isinstance(unchanged, dg.SkipReason) and "3 videos unchanged" in unchanged.skip_message
+    unchanged = evaluate(defs, "nightly_reingest", instance)
+    assert isinstance(unchanged, dg.SkipReason) and "3 videos match" in unchanged.skip_message
 
     videos[1]["transcripts"][0]["sent"] = "A corrected first phrase about the spot healing brush."
     write_videos(folder, videos)
-    changed = requested(evaluate(instance, resources))
-    assert list(changed) == ["9002"]
-    assert changed["9002"] == {"pstuts/trigger": "schedule", "pstuts/reason": CHANGED_REASON}
+    assert ranges(evaluate(defs, "nightly_reingest", instance)) == [("9002", "9002", CHANGED_REASON)]
 
     monkeypatch.setenv("PSTUTS_REINGEST_ALL", "1")
-    everything = requested(evaluate(instance, resources))
-    assert sorted(everything) == ["9001", "9002", "9003"]
-    assert {tags["pstuts/reason"] for tags in everything.values()} == {FULL_REASON}
+    assert ranges(evaluate(defs, "nightly_reingest", instance)) == [("9001", "9003", FORCED_REASON)]
     monkeypatch.delenv("PSTUTS_REINGEST_ALL")
 
-    # Other chunking settings change every video's fingerprint.
-    retuned = {**resources, "chunking_settings": ChunkingResource(max_chunk_tokens=96)}
-    assert sorted(requested(evaluate(instance, retuned))) == ["9001", "9002", "9003"]
+    # Other chunking settings change every video's fingerprint: one run for all three.
+    retuned = build_definitions({**resources, "chunking_settings": ChunkingResource(max_chunk_tokens=96)})
+    assert [r[:2] for r in ranges(evaluate(retuned, "nightly_reingest", instance))] == [("9001", "9003")]
 
-    # A new video waits until the folder sensor has registered it as a partition.
-    write_videos(folder, videos + [{**videos[2], "video_id": 9004}])
-    assert list(requested(evaluate(instance, resources))) == ["9002"]
-    instance.add_dynamic_partitions(video_partitions.name, ["9004"])
-    assert list(requested(evaluate(instance, resources))) == ["9002", "9004"]
+    # A new video is registered by the schedule itself and joins the range; a removed one goes to the removal job.
+    write_videos(folder, videos[1:] + [{**videos[2], "video_id": 9004}])
+    assert [r[:2] for r in ranges(evaluate(defs, "nightly_reingest", instance))] == [("9002", "9002"), ("9004", "9004")]
+    assert "9004" in instance.get_dynamic_partitions(video_partitions.name)
+    [removal] = evaluate(defs, "nightly_removal", instance)
+    assert removal.job_name == "remove_videos" and removal.tags["pstuts/reason"] == REMOVED_REASON
 
-    # Running what the schedule asked for brings Qdrant up to date, so the next tick has nothing to do.
-    job = defs.resolve_job_def("ingest_videos")
-    for request in evaluate(instance, resources):
-        result = job.execute_in_process(instance=instance, partition_key=request.partition_key, tags=request.tags)
-        assert result.success
-        run = instance.get_run_by_id(result.run_id)
-        assert run.tags["pstuts/trigger"] == "schedule" and run.tags["pstuts/reason"] == CHANGED_REASON
-    after = evaluate(instance, resources)
-    assert isinstance(after, dg.SkipReason) and "4 videos unchanged" in after.skip_message
+    # Running what the schedules asked for brings Qdrant up to date, so the next ticks have nothing to do.
+    for name in ("nightly_removal", "nightly_reingest"):
+        for request in evaluate(defs, name, instance):
+            assert execute_request(defs, instance, request).success
+            run = instance.get_runs(limit=1)[0]
+            assert run.tags["pstuts/trigger"] == "schedule"
+    assert isinstance(evaluate(defs, "nightly_reingest", instance), dg.SkipReason)
+    assert isinstance(evaluate(defs, "nightly_removal", instance), dg.SkipReason)
+    assert "9001" not in instance.get_dynamic_partitions(video_partitions.name)
 
 
 def test_cron_and_timezone_come_from_the_environment():
-    code = "from pstuts_pipeline.schedules import nightly_reingest as s; print(s.cron_schedule, s.execution_timezone)"
+    code = ("from pstuts_pipeline.definitions import defs; s = defs.resolve_schedule_def('nightly_removal'); "
+            "print(s.cron_schedule, s.execution_timezone)")
     env = {**os.environ, "PSTUTS_REINGEST_CRON": "30 1 * * 0", "PSTUTS_REINGEST_TIMEZONE": "Europe/Berlin"}
     configured = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert configured.returncode == 0, configured.stderr
     assert configured.stdout.strip().splitlines()[-1].split() == ["30", "1", "*", "*", "0", "Europe/Berlin"]
-    assert nightly_reingest.cron_schedule == os.environ.get("PSTUTS_REINGEST_CRON", "0 3 * * *")
-    assert nightly_reingest.default_status == dg.DefaultScheduleStatus.STOPPED
+    schedule = build_definitions().resolve_schedule_def("nightly_reingest")
+    assert schedule.cron_schedule == os.environ.get("PSTUTS_REINGEST_CRON", "0 3 * * *")
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
 
 
 def test_assets_that_call_services_retry_transient_errors_with_backoff():

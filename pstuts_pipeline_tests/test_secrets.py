@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 
 from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
-from pstuts_pipeline.ingest import DEFAULT_INSTANCE_YAML
+from pstuts_pipeline.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.partitions import video_partitions
 
 from servers import REPO, SERVED_MODEL, keyed_embedding_server

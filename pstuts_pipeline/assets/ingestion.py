@@ -7,6 +7,7 @@ import pandas as pd
 from langchain_core.documents import Document
 
 from pstuts_pipeline import chunking
+from pstuts_pipeline.instance import record_run_process
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, TranscriptSource
 from pstuts_pipeline.transcripts import Phrase, SourceVideo, TimeRepairs, load_catalog, repair_times
@@ -50,6 +51,7 @@ def chunk_table(chunks: list[Document], rows: int = 20) -> dg.MetadataValue:
 @dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP, kinds={"json"})
 def raw_transcripts(context: dg.AssetExecutionContext, transcript_source: TranscriptSource) -> dict[str, SourceVideo]:
     """The video's record from the data folder, validated, with its file and content hash."""
+    record_run_process(context)  # lets a later tick reclaim this run if its process is killed
     catalog = load_catalog(transcript_source.path())
     wanted = context.partition_keys
     problems = [str(e) for e in catalog.errors if str(e.video_id) in wanted]
