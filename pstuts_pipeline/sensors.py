@@ -10,7 +10,7 @@ from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, Qdra
 
 @dg.sensor(
     jobs=[ingest_videos_job, remove_videos_job],
-    minimum_interval_seconds=30,
+    minimum_interval_seconds=15,
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def transcript_folder_sensor(
