@@ -13,8 +13,14 @@ from pstuts_pipeline.schedules import DEFAULT_CRON, DEFAULT_TIMEZONE, build_sche
 from pstuts_pipeline.sensors import transcript_folder_sensor
 
 
-def build_definitions(resources: dict[str, object] | None = None) -> dg.Definitions:
-    """The project's definitions; resources default to what the environment configures."""
+def build_definitions(
+    resources: dict[str, object] | None = None, executor: dg.ExecutorDefinition = dg.in_process_executor
+) -> dg.Definitions:
+    """The project's definitions; resources default to what the environment configures.
+
+    The executor defaults to in-process: every step of a run in its one process, so torch, the project and the
+    model load once per run (the multiprocess executor starts a fresh interpreter for each of the six steps).
+    """
     resources = resources if resources is not None else resources_from_env()
     model_id = getattr(resources.get("embeddings"), "model_id", None)
     assets = with_embedder_version(ingestion_assets, model_id) if model_id else ingestion_assets
@@ -31,8 +37,7 @@ def build_definitions(resources: dict[str, object] | None = None) -> dg.Definiti
             "io_manager": PartitionedPickleIOManager(base_path=os.environ.get("PSTUTS_IO_PATH", "")),
             **resources,
         },
-        # UI materializations and backfills run like the ingest job: every step in the run's one process.
-        executor=dg.in_process_executor,
+        executor=executor,
     )
 
 

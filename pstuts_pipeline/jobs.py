@@ -1,4 +1,4 @@
-"""Jobs: ingesting video partitions, and removing videos that left the data folder; both run in one process."""
+"""Jobs: ingesting ranges of video partitions, and removing videos that left the data folder."""
 
 import dagster as dg
 
@@ -9,14 +9,13 @@ from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.reconcile import INGEST_JOB_NAME, REMOVE_JOB_NAME
 from pstuts_pipeline.resources import QdrantResource
 
-# Every step in the run's own process: torch, the project and the model load once per run, not once per step
-# (each step of the multiprocess executor is a fresh interpreter), and the steps run one after another anyway.
+# Both jobs take the code location's executor (definitions.py: in-process, so a run loads torch and the model
+# once rather than once per step; a deployment may pass another, e.g. deploy/celery).
 ingest_videos_job = dg.define_asset_job(
     INGEST_JOB_NAME,
     selection=dg.AssetSelection.assets(*ingestion_assets),
     partitions_def=video_partitions,
-    executor_def=dg.in_process_executor,
-    description="Materialize the six ingestion assets for a range of videos, in one process.",
+    description="Materialize the six ingestion assets for a range of videos.",
 )
 
 
@@ -38,7 +37,6 @@ def delete_video_points(context: dg.OpExecutionContext, config: RemovedVideosCon
             context.instance.delete_dynamic_partition(video_partitions.name, str(video_id))
 
 
-@dg.job(name=REMOVE_JOB_NAME, executor_def=dg.in_process_executor,
-        description="Remove the points and partitions of videos that were deleted from the data folder.")
+@dg.job(name=REMOVE_JOB_NAME, description="Remove the points and partitions of videos that were deleted from the data folder.")
 def remove_videos_job() -> None:
     delete_video_points()

@@ -91,6 +91,25 @@ def test_files_dropped_in_are_one_batched_run_and_edits_and_removals_follow(spac
         assert set(instance.get_dynamic_partitions("videos")) == {"9001", "9002"}
 
 
+BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+
+
+def test_a_range_materialized_from_the_ui_is_one_run(dev):
+    """What the UI's "Materialize" on two selected partitions sends: a backfill, which the daemon runs as one run."""
+    params = {"partitionNames": ["9001", "9002"], "fromFailure": False,
+              "assetSelection": [{"path": [name]} for name in INGESTION_ASSET_NAMES]}
+    answer = dev.gql(BACKFILL, params=params)["launchPartitionBackfill"]
+    assert answer["__typename"] == "LaunchBackfillSuccess", answer
+    backfill = answer["backfillId"]
+    ran = lambda: [r for r in dev.runs() if r["tags"].get("dagster/backfill") == backfill]  # noqa: E731
+    dev.wait_until(lambda: ran() and all(r["status"] == "SUCCESS" for r in ran()), 600, f"backfill {backfill}")
+    [run] = ran()
+    assert (run["tags"]["dagster/asset_partition_range_start"], run["tags"]["dagster/asset_partition_range_end"]) == (
+        "9001", "9002")
+    dev.wait_settled()
+
+
 def test_the_ui_renders_the_lineage_and_the_partitions_in_a_real_browser(dev):
     if shutil.which("chromium") is None:
         pytest.skip("Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)")

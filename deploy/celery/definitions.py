@@ -8,12 +8,8 @@ pstuts_pipeline.definitions when runs should fan out over a pool of worker machi
 Not installable here (no broker); kept beside the tested deploy/dagster.yaml, which every machine shares.
 """
 
-import dagster as dg
 from dagster_celery import celery_executor
 
 from pstuts_pipeline.definitions import build_definitions
 
-defs = dg.Definitions.merge(
-    build_definitions(),
-    dg.Definitions(executor=celery_executor.configured({"broker": {"env": "PSTUTS_CELERY_BROKER"}})),
-)
+defs = build_definitions(executor=celery_executor.configured({"broker": {"env": "PSTUTS_CELERY_BROKER"}}))
