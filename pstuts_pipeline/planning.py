@@ -28,10 +28,12 @@ def plan_ingest(
     """A video is ingested when forced, new, or built from other content, model or settings than now."""
     plan = IngestPlan()
     selected = set(only) if only else None
+    failed: dict[str, list[str]] = {}  # joined once at the end: growing a string per error is quadratic
     for error in catalog.errors:
         key = str(error.video_id) if error.video_id is not None else error.file
         if selected is None or key in selected:
-            plan.failed[key] = f"{plan.failed[key]}\n{error}" if key in plan.failed else str(error)
+            failed.setdefault(key, []).append(str(error))
+    plan.failed = {key: "\n".join(lines) for key, lines in failed.items()}
     for key, video in sorted(catalog.videos.items(), key=lambda kv: int(kv[0])):
         if selected is not None and key not in selected:
             continue
@@ -41,7 +43,7 @@ def plan_ingest(
             plan.unchanged.append(key)
     if selected is not None:
         for key in sorted(selected - set(catalog.videos) - set(plan.failed)):
-            plan.failed[key] = f"video {key} is in no file of the data folder"
+            plan.failed[key] = catalog.missing_reason(key)
     elif not catalog.hides_videos:
         # A video that is missing only because its file cannot be read keeps its points until it reads again.
         bad = {str(v) for v in catalog.bad_video_ids}
