@@ -17,6 +17,8 @@ import dagster as dg
 from langchain_core.embeddings import Embeddings
 from langchain_core.stores import ByteStore
 
+from pstuts_pipeline.redaction import redact
+
 # The official sentence-transformers/all-MiniLM-L6-v2 release, revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41.
 OFFICIAL_MINILM_SHA256 = {
     "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
@@ -190,17 +192,30 @@ def _openai_embeddings(spec: EmbeddingSpec, key_digest: str) -> Embeddings:
 
 
 class ProviderRefusedError(dg.Failure):
-    """The embeddings server refused our credentials; says which server, never the key.
+    """The embeddings server refused our credentials or our request; says which server, never the key.
 
-    A Dagster Failure that forbids retries: a refused key is not transient, and each retry only waits longer.
+    A Dagster Failure that forbids retries: a refused key or a malformed request is not transient, and each
+    retry only waits longer.
     """
 
     def __init__(self, description: str):
         super().__init__(description=description, allow_retries=False)
 
 
+class ProviderError(RuntimeError):
+    """Any other provider error (rate limit, 5xx, network), redacted; Dagster's RetryPolicy may run the step again."""
+
+
+# Client errors that a retry may cure; every other 4xx is refused at once.
+RETRYABLE_CLIENT_STATUSES = (408, 409, 429)
+
+
 class ProviderErrors(Embeddings):
-    """Turns a refused key into one line naming the provider and server; the server's own words may echo the key."""
+    """Turns provider errors into one line naming the provider and server, with any secret the server echoed removed.
+
+    A server may repeat the Authorization header in any error (a 400 as well as a 401): the original error,
+    its message and its context must reach neither logs nor the event log, hence `from None` throughout.
+    """
 
     def __init__(self, inner: Embeddings, where: str):
         self.inner = inner
@@ -213,10 +228,16 @@ class ProviderErrors(Embeddings):
             return call()
         except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
             refused = "refused" if error.status_code == 401 else "not allowed to use this model"
-            # `from None`: the original error's message and context must not reach logs or the event log.
             raise ProviderRefusedError(
                 f"{self.where}: the API key in OPENAI_API_KEY was {refused} (HTTP {error.status_code})"
             ) from None
+        except openai.APIStatusError as error:
+            message = f"{self.where}: HTTP {error.status_code}: {redact(str(error.message))[:300]}"
+            if 400 <= error.status_code < 500 and error.status_code not in RETRYABLE_CLIENT_STATUSES:
+                raise ProviderRefusedError(message) from None
+            raise ProviderError(message) from None
+        except Exception as error:  # noqa: BLE001 - connection errors and the like: their text may hold a key too
+            raise ProviderError(f"{self.where}: {type(error).__name__}: {redact(str(error))}") from None
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self._guarded(lambda: self.inner.embed_documents(texts))
