@@ -105,3 +105,21 @@ def test_control_characters_in_a_bad_value_are_escaped_in_the_message(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps([{**video, "title": "\x1b[31mok"}, {**SAMPLE[1], "desc": ["\x1b[2J"]}]))
     [error] = load_catalog(tmp_path).errors
     assert "\x1b" not in str(error) and "\\u001b[2J" in str(error)
+
+
+def test_materializing_a_video_that_a_summary_covers_fails_with_the_summary(tmp_path):
+    import dagster as dg
+
+    from pstuts_pipeline.assets.ingestion import raw_transcripts
+    from pstuts_pipeline.partitions import video_partitions
+    from pstuts_pipeline.resources import TranscriptSource
+
+    broken = [{**SAMPLE[0], "video_id": 9100 + i, "title": None} for i in range(5)]
+    data = folder_with(tmp_path / "data", {"broken.json": json.dumps(broken).encode()})
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(video_partitions.name, ["9104"])
+    result = dg.materialize([raw_transcripts], partition_key="9104", instance=instance, raise_on_error=False,
+                            resources={"transcript_source": TranscriptSource(data_dir=str(data))})
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    description = failure.step_failure_data.user_failure_data.description
+    assert description.startswith(f"{data / 'broken.json'}: 5 records rejected, first 3: video 9100: title: is null")
