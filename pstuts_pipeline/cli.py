@@ -66,7 +66,8 @@ def ingest(
     table.add_row("dagster home", report.dagster_home)
     console.print(table)
     for key, error in plan.failed.items():
-        _print_error("failed", f"{key}: {error}")
+        # A file's own errors already start with its name.
+        _print_error("failed", error if error.startswith(f"{key}: ") else f"{key}: {error}")
     for run in report.failed_runs:
         _print_error("run failed", f"for videos {run} (full logs in `dagster dev`)")
     if not report.ok:
