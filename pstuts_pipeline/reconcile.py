@@ -91,7 +91,7 @@ def reconcile(
             result.unchanged.append(key)
     if selected is not None:
         for key in sorted(selected - set(catalog.videos) - set(result.failed)):
-            result.failed[key] = f"video {key} is in no file of the data folder"
+            result.failed[key] = catalog.missing_reason(key)
     elif not catalog.hides_videos:
         unreadable = {str(v) for v in catalog.bad_video_ids}
         result.removed = sorted(
@@ -144,7 +144,7 @@ def read_store(qdrant: QdrantResource, lock_timeout_s: float | None = None) -> t
     """The fingerprints stored per video, and the collection's point count."""
     from pstuts_pipeline import vectorstore
 
-    with qdrant.get_client(lock_timeout_s) as client:
+    with qdrant.get_client(lock_timeout_s=lock_timeout_s) as client:
         stored = vectorstore.stored_fingerprints(client, qdrant.collection)
         points = client.count(qdrant.collection, exact=True).count if client.collection_exists(qdrant.collection) else 0
     return stored, points
@@ -316,6 +316,8 @@ def plan_tick(
     )
     if not plan.run_requests:
         plan.skip_reason = f"{len(result.unchanged)} videos match what Qdrant holds; nothing to ingest or remove"
+        if catalog.errors:  # the tick's skip reason is what the UI shows first
+            plan.skip_reason += "; " + "; ".join(summarize_errors(catalog))
     return plan
 
 

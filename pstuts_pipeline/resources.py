@@ -2,17 +2,21 @@
 
 import contextlib
 import os
+import shutil
+import sqlite3
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from langchain_core.embeddings import Embeddings
 from pydantic import Field
 
 from pstuts_pipeline import embedding, tuning
 from pstuts_pipeline.chunking import ChunkerSettings
+from pstuts_pipeline.redaction import redact
 from pstuts_pipeline.settings import data_dir, env_int, storage_dir
 
 if TYPE_CHECKING:  # imported when a client is made: it costs a second, which `pstuts ingest` with nothing to do saves
@@ -120,28 +124,73 @@ class QdrantResource(dg.ConfigurableResource):
         return Path(self.path) if self.path else storage_dir() / "qdrant"
 
     @contextlib.contextmanager
-    def get_client(self, lock_timeout_s: float | None = None) -> Iterator["QdrantClient"]:
+    def get_client(self, read_only: bool = False, lock_timeout_s: float | None = None) -> Iterator["QdrantClient"]:
         """A client for one step. Local mode allows one client per folder, so take a file lock around it.
 
+        `read_only` (search): a folder this process may not write is opened from a private copy, since
+        local-mode Qdrant and our lock both need to write a lock file. Errors name the server or the folder.
         `lock_timeout_s` overrides how long to wait for another user (filelock.Timeout when it runs out).
         """
+        if self.url:
+            with self._server_client() as client:
+                yield client
+            return
+        if read_only and self.local_path.is_dir() and not os.access(self.local_path, os.W_OK):
+            with tempfile.TemporaryDirectory(prefix="pstuts-qdrant-") as copy:
+                # Plain copies, owner-writable: copied permission bits would keep the copy read-only too.
+                shutil.copytree(self.local_path, copy, copy_function=shutil.copyfile, dirs_exist_ok=True)
+                for path in [Path(copy), *Path(copy).rglob("*")]:
+                    path.chmod(0o700 if path.is_dir() else 0o600)
+                with self._local_client(Path(copy), locked=False) as client:
+                    yield client
+            return
+        timeout = self.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
+        with self._local_client(self.local_path, locked=True, lock_timeout_s=timeout) as client:
+            yield client
+
+    @contextlib.contextmanager
+    def _server_client(self) -> Iterator["QdrantClient"]:
+        from qdrant_client import QdrantClient
+        from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+        client = QdrantClient(url=self.url, api_key=self.api_key or None, timeout=self.timeout_s)
+        try:
+            yield client
+        except (ResponseHandlingException, UnexpectedResponse) as error:
+            # "[Errno 111] Connection refused" alone does not say which server; the reply may echo the API key.
+            raise QdrantUnavailableError(f"Qdrant server at {self.url} (QDRANT_URL): {redact(str(error))}") from None
+        finally:
+            client.close()
+
+    @contextlib.contextmanager
+    def _local_client(self, folder: Path, locked: bool, lock_timeout_s: float = 0) -> Iterator["QdrantClient"]:
         from qdrant_client import QdrantClient
 
-        if self.url:
-            client = QdrantClient(url=self.url, api_key=self.api_key or None, timeout=self.timeout_s)
-            try:
+        where = f"local Qdrant folder {folder} (PSTUTS_QDRANT_PATH)"
+        try:
+            with contextlib.ExitStack() as stack:
+                try:
+                    folder.mkdir(parents=True, exist_ok=True)
+                    if locked:
+                        stack.enter_context(FileLock(str(folder) + ".lock", timeout=lock_timeout_s))
+                    client = stack.enter_context(contextlib.closing(QdrantClient(path=str(folder))))
+                except Timeout:
+                    raise  # another user holds the folder: its message names the lock file
+                except OSError as error:
+                    raise QdrantStorageError(f"{where}: cannot be opened for writing: {error}") from None
                 yield client
-            finally:
-                client.close()
-            return
-        self.local_path.mkdir(parents=True, exist_ok=True)
-        timeout = self.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
-        with FileLock(str(self.local_path) + ".lock", timeout=timeout):
-            client = QdrantClient(path=str(self.local_path))
-            try:
-                yield client
-            finally:
-                client.close()
+        except sqlite3.DatabaseError as error:
+            # Only local-mode Qdrant raises bare sqlite3 errors here (Dagster's storage wraps its own); "database or
+            # disk is full" or "attempt to write a readonly database" alone do not name the folder.
+            raise QdrantStorageError(f"{where}: {error}") from None
+
+
+class QdrantUnavailableError(RuntimeError):
+    """The Qdrant server could not be reached or refused a request; names the server (retried by Dagster)."""
+
+
+class QdrantStorageError(RuntimeError):
+    """The local Qdrant folder could not be written or read; names the folder."""
 
 
 def _env(name: str, default: str = "") -> str:

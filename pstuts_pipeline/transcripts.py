@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,16 +19,30 @@ MISSING = object()
 VIDEO_ID_KEY = re.compile(r'"video_id"\s*:\s*(\d+)')
 SENT_ID_KEY = re.compile(r'"sent_id"\s*:\s*(\d+)')
 ANY_KEY = re.compile(r'"(\w+)"\s*:')
+# A file with more bad records than this gets one summary line instead of one line per record.
+LISTED_PER_FILE = 3
+# A PsTuts record nests 3 levels (record, transcripts, phrase); room for extra fields, far from the stack's limit.
+MAX_RECORD_DEPTH = 32
+JSON_TYPES = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 
 class InputError(ValueError):
     """A problem in the source data that names the file, the video and the field."""
 
-    def __init__(self, file: str, message: str, video_id: int | None = None, field: str | None = None):
+    def __init__(
+        self,
+        file: str,
+        message: str,
+        video_id: int | None = None,
+        field: str | None = None,
+        video_ids: frozenset[int] = frozenset(),
+    ):
         self.file = file
         self.video_id = video_id
         self.field = field
         self.detail = message
+        # A summary of many errors names no one video but must still hold back the points of those it covers.
+        self.video_ids = video_ids | ({video_id} if video_id is not None else set())
         where = [file]
         if video_id is not None:
             where.append(f"video {video_id}")
@@ -78,7 +93,14 @@ class Catalog:
 
     @property
     def bad_video_ids(self) -> set[int]:
-        return {e.video_id for e in self.errors if e.video_id is not None}
+        return {video_id for e in self.errors for video_id in e.video_ids}
+
+    def missing_reason(self, key: str) -> str:
+        """Why a video asked for by id is not in the catalog: a summarized error of its file, or no file at all."""
+        for error in self.errors:
+            if key.isdigit() and int(key) in error.video_ids:
+                return str(error)
+        return f"video {key} is in no file of the data folder"
 
     @property
     def hides_videos(self) -> bool:
@@ -120,7 +142,18 @@ def normalize_text(text: str) -> str:
 
 
 def _describe(value: Any) -> str:
-    return json.dumps(value)[:60] if not isinstance(value, str) else f'"{value[:60]}"'
+    """A short JSON rendering of a bad value; control characters escaped so they never reach a terminal raw."""
+    try:
+        if isinstance(value, str):
+            return json.dumps(value[:60], ensure_ascii=False)
+        return json.dumps(value, ensure_ascii=False)[:60]
+    except RecursionError:
+        return "a value nested too deeply"
+
+
+def json_type(value: Any) -> str:
+    """A JSON value's kind in JSON's words, for messages read by people who wrote JSON, not Python."""
+    return "null" if value is None else JSON_TYPES.get(type(value), type(value).__name__)
 
 
 def _problem(value: Any, expected: str) -> str:
@@ -134,13 +167,29 @@ def _is_time(value: Any) -> bool:
     )
 
 
+def nesting_depth(value: Any, limit: int) -> int:
+    """How deeply lists and objects nest in a value, counted without recursion and only up to `limit` + 1."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth > limit:
+                break
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def validate_record(record: Any, file: str, index: int) -> int:
     """Check one video record field by field and return its video id; raise InputError naming the field."""
     if not isinstance(record, dict):
-        raise InputError(file, f"record {index} is {type(record).__name__}, not an object")
+        raise InputError(file, f"record {index} is {json_type(record)}, not an object")
     video_id = record.get("video_id", MISSING)
     if not isinstance(video_id, int) or isinstance(video_id, bool):
         raise InputError(file, f"record {index}: 'video_id' {_problem(video_id, 'an integer')}")
+    if nesting_depth(record, MAX_RECORD_DEPTH) > MAX_RECORD_DEPTH:
+        # Deeper values would exhaust Python's stack wherever the record is hashed, stored or shown.
+        raise InputError(file, f"nests lists or objects more than {MAX_RECORD_DEPTH} levels deep", video_id)
     for name in REQUIRED_TEXT_FIELDS:
         if not isinstance(record.get(name), str):
             raise InputError(file, _problem(record.get(name, MISSING), "a string"), video_id, name)
@@ -215,6 +264,70 @@ def _line(text: str, position: int) -> int:
     return text.count("\n", 0, position) + 1
 
 
+@dataclass
+class FileErrors:
+    """A file's errors as they are when few, or as one summary line with the first few when many.
+
+    One line per record of a file of 500,000 junk records floods the terminal and the event log, and keeping
+    them all costs memory; only the first few are kept, the rest counted. The summary still holds back the
+    points of every video it covers.
+    """
+
+    file: str
+    what: str = "records rejected"
+    first: list[InputError] = field(default_factory=list)
+    count: int = 0
+    video_ids: set[int] = field(default_factory=set)
+
+    def add(self, error: InputError) -> None:
+        self.count += 1
+        self.video_ids |= error.video_ids
+        if len(self.first) <= LISTED_PER_FILE:
+            self.first.append(error.with_traceback(None))
+
+    def errors(self) -> list[InputError]:
+        if self.count <= LISTED_PER_FILE:
+            return self.first
+        listed = "; ".join(str(e).removeprefix(f"{self.file}: ") for e in self.first[:LISTED_PER_FILE])
+        message = f"{self.count:,} {self.what}, first {LISTED_PER_FILE}: {listed}"
+        return [InputError(self.file, message, video_ids=frozenset(self.video_ids))]
+
+
+def summarize(file: str, errors: list[InputError], what: str = "records rejected") -> list[InputError]:
+    """Errors of one file, summarized when there are many (see FileErrors)."""
+    collected = FileErrors(file, what)
+    for error in errors:
+        collected.add(error)
+    return collected.errors()
+
+
+def _json_problem(exc: json.JSONDecodeError) -> str:
+    # Some of json's messages end in "at" ("Unterminated string starting at"): do not say it twice.
+    where = f"line {exc.lineno} column {exc.colno}"
+    return f"is not valid JSON: {exc.msg} {where}" if exc.msg.endswith(" at") else f"is not valid JSON: {exc.msg} at {where}"
+
+
+def _parse(file: str, data: bytes) -> tuple[Any, list[InputError]]:
+    """The file's JSON, or the errors that name what it seems to hold and where it breaks."""
+    # A byte-order mark is how some Windows editors save UTF-8; it is not part of the JSON.
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        text = data[bom:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        readable = data[bom:].decode("utf-8", errors="replace")
+        position = len(data[bom : bom + exc.start].decode("utf-8", errors="replace"))
+        byte = bom + exc.start
+        problem = f"is not UTF-8 text: {exc.reason} at byte {byte} (line {_line(readable, position)})"
+        return None, unreadable_file_errors(file, readable, position, problem)
+    try:
+        return json.loads(text), []
+    except json.JSONDecodeError as exc:
+        return None, unreadable_file_errors(file, text, exc.pos, _json_problem(exc))
+    except RecursionError:
+        # json's parser recurses per level: a file of 100,000 '[' exhausts Python's stack, not the memory.
+        return None, unreadable_file_errors(file, text, 0, "is nested too deeply to be read (a PsTuts file needs 4 levels of brackets)")
+
+
 def read_video_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
     """Read one JSON file of videos; a bad record costs only that record, a bad file only that file."""
     file = str(path)
@@ -222,31 +335,40 @@ def read_video_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
         data = path.read_bytes()
     except OSError as exc:
         return [], [InputError(file, f"cannot be read: {exc.strerror}")]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        readable = data.decode("utf-8", errors="replace")
-        position = len(data[: exc.start].decode("utf-8", errors="replace"))
-        problem = f"is not UTF-8 text: {exc.reason} at byte {exc.start} (line {_line(readable, position)})"
-        return [], unreadable_file_errors(file, readable, position, problem)
-    try:
-        records = json.loads(text)
-    except json.JSONDecodeError as exc:
-        problem = f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        return [], unreadable_file_errors(file, text, exc.pos, problem)
+    records, errors = _parse(file, data)
+    if errors:
+        return [], summarize(file, errors, "videos not read")
     if not isinstance(records, list):
-        problem = f"holds a JSON {type(records).__name__}, not a list of videos"
-        return [], unreadable_file_errors(file, text, 0, problem)
+        problem = f"holds {json_type(records)}, not a list of videos"
+        return [], unreadable_file_errors(file, data.decode("utf-8", errors="replace"), 0, problem)
     videos: list[SourceVideo] = []
-    errors: list[InputError] = []
+    rejected = FileErrors(file)
     for index, record in enumerate(records):
         try:
             video_id = validate_record(record, file, index)
+            videos.append(SourceVideo(video_id, record, file, content_hash(record)))
         except InputError as exc:
-            errors.append(exc)
+            rejected.add(exc)
+    return videos, rejected.errors()
+
+
+def duplicate_errors(found: list[SourceVideo]) -> list[InputError]:
+    """One error per file holding a video id that is defined more than once, saying where else it is."""
+    places: dict[int, list[str]] = defaultdict(list)
+    for video in found:
+        places[video.video_id].append(video.file)
+    errors = []
+    for video_id, files in places.items():
+        if len(files) == 1:
             continue
-        videos.append(SourceVideo(video_id, record, file, content_hash(record)))
-    return videos, errors
+        counts = Counter(files)
+        for file, count in counts.items():
+            others = sorted(set(counts) - {file})
+            parts = [f"is also defined in {', '.join(others)}"] if others else []
+            if count > 1:
+                parts.append(f"is defined {count} times in this file")
+            errors.append(InputError(file, "; ".join(parts), video_id, "video_id"))
+    return errors
 
 
 def load_catalog(paths: list[Path] | Path) -> Catalog:
@@ -261,14 +383,15 @@ def load_catalog(paths: list[Path] | Path) -> Catalog:
         videos, errors = read_video_file(path)
         found.extend(videos)
         catalog.errors.extend(errors)
-    counts = Counter(v.video_id for v in found)
+    duplicates = duplicate_errors(found)
+    duplicated = {e.video_id for e in duplicates}
+    by_file: dict[str, list[InputError]] = defaultdict(list)
+    for error in duplicates:
+        by_file[error.file].append(error)
+    for file, errors in by_file.items():
+        catalog.errors.extend(summarize(file, errors, "duplicate video ids"))
     for video in found:
-        if counts[video.video_id] > 1:
-            others = sorted({v.file for v in found if v.video_id == video.video_id} - {video.file}) or [video.file]
-            catalog.errors.append(
-                InputError(video.file, f"is also defined in {', '.join(others)}", video.video_id, "video_id")
-            )
-        else:
+        if video.video_id not in duplicated:
             catalog.videos[video.partition_key] = video
     return catalog
 

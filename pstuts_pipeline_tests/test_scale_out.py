@@ -32,7 +32,7 @@ def test_intermediate_assets_go_to_an_object_store_url(storage, monkeypatch):
 
     memory = fsspec.filesystem("memory")
     stored = sorted(p.split(f"/{bucket}/io/", 1)[1] for p in memory.find(f"/{bucket}/io"))
-    assert stored == sorted(f"{asset.path[0]}/{key}.pkl" for asset in selection for key in ("9001", "9002"))
+    assert stored == sorted(f"{asset.path[0]}/{key}.json" for asset in selection for key in ("9001", "9002"))
     assert not (storage / "io").exists()
     memory.rm(f"/{bucket}", recursive=True)
 

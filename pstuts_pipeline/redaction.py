@@ -1,0 +1,28 @@
+"""Secrets out of every message that leaves the process: provider errors, the event log, the CLI's output."""
+
+from __future__ import annotations
+
+import os
+import re
+
+# Environment variables that hold secrets; their values are blanked wherever they appear.
+SECRET_VARIABLES = ("OPENAI_API_KEY", "QDRANT_API_KEY", "DAGSTER_PG_PASSWORD")
+# Shorter values would blank ordinary words ("any" is a test key): the patterns below still catch them as keys.
+MIN_SECRET_LENGTH = 8
+PATTERNS = (
+    re.compile(r"(?i)(\bbearer\s+)[^\s\"',;}\]]+"),  # an Authorization header, echoed
+    re.compile(r"(?i)(\bapi[-_]?key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;}\]]+"),  # api-key: ..., "api_key": "..."
+    re.compile(r"()\bsk-[A-Za-z0-9_-]{8,}"),  # an OpenAI-style key anywhere
+)
+REDACTED = "[redacted]"
+
+
+def redact(text: str) -> str:
+    """The text with every configured secret and anything shaped like a key or bearer token blanked."""
+    for name in SECRET_VARIABLES:
+        value = os.environ.get(name, "")
+        if len(value) >= MIN_SECRET_LENGTH:
+            text = text.replace(value, REDACTED)
+    for pattern in PATTERNS:
+        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
