@@ -5,7 +5,7 @@ import json
 import time
 from pathlib import Path
 
-from pstuts_pipeline.planning import plan_ingest
+from pstuts_pipeline.reconcile import reconcile
 from pstuts_pipeline.transcripts import load_catalog
 
 from conftest import SAMPLE_DIR
@@ -27,7 +27,7 @@ def test_half_a_million_junk_records_are_one_summary_line_and_the_good_videos_st
     data = folder_with(tmp_path, {"junk.json": junk})
     started = time.perf_counter()
     catalog = load_catalog(data)
-    plan = plan_ingest(catalog, {}, lambda video: "f")
+    plan = reconcile(catalog, {}, lambda video: "f")
     seconds = time.perf_counter() - started
     assert seconds < 30, f"{seconds:.1f} s"  # about 1.3 s here; before: not done after 600 s
     junk_file = str(data / "junk.json")
@@ -47,8 +47,8 @@ def test_many_bad_videos_hold_back_their_points_and_are_named_when_asked_for(tmp
     assert str(summary).startswith(f"{data / 'broken.json'}: 50 records rejected, first 3: video 9100: title: is null")
     assert catalog.bad_video_ids == set(range(9100, 9150))
     stored = {9001: {"f"}, 9149: {"f"}}
-    assert plan_ingest(catalog, stored, lambda video: "f").removed == []
-    assert plan_ingest(catalog, stored, lambda video: "f", only=["9149"]).failed == {"9149": str(summary)}
+    assert reconcile(catalog, stored, lambda video: "f").removed == []
+    assert reconcile(catalog, stored, lambda video: "f", only=["9149"]).failed == {"9149": str(summary)}
 
 
 def test_a_hundred_thousand_levels_of_nesting_are_one_line_naming_the_file(tmp_path):
