@@ -82,10 +82,14 @@ class PartitionedJsonIOManager(dg.ConfigurableIOManager):
         return folder / f"{partition_key}.json" if partition_key is not None else folder.with_suffix(".json")
 
     def _write(self, path: UPath, value: Any) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(encode(value), encoding="utf-8")
-        temporary.rename(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(encode(value), encoding="utf-8")
+            temporary.rename(path)
+        except OSError as error:  # "No space left on device" alone does not say where (PSTUTS_IO_PATH)
+            temporary.unlink(missing_ok=True)
+            raise OSError(error.errno, f"cannot write {path} (PSTUTS_IO_PATH): {error.strerror or error}") from None
 
     def _read(self, path: UPath) -> Any:
         if not path.exists():

@@ -2,9 +2,11 @@
 SIGTERM), two ingests at once, a search during an ingest, a full disk. After each, the next ingest finishes with
 exactly the points a clean ingest writes, and no duplicates."""
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -62,6 +64,8 @@ def clean_points(tmp_path_factory) -> list[tuple[str, str, int, str]]:
 
 def step_in_progress(home: str) -> str | None:
     """The step the newest run is executing now, read from the instance's event log (None if none yet)."""
+    if not (Path(home) / "history").exists():
+        return None
     with dg.DagsterInstance.from_config(home) as instance:
         runs = instance.get_runs(limit=1)
         if not runs:
@@ -79,24 +83,38 @@ def step_in_progress(home: str) -> str | None:
         return running[-1] if running else None
 
 
+def run_created(home: str) -> bool:
+    """Whether the instance holds a run yet, read straight from its SQLite file (an instance is too slow to poll)."""
+    database = Path(home) / "history" / "runs.db"
+    if not database.exists():
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=0.1)) as connection:
+            return connection.execute("select count(*) from runs").fetchone()[0] > 0
+    except sqlite3.Error:
+        return False
+
+
 def start_ingest(env: dict[str, str], *args: str) -> subprocess.Popen:
     return subprocess.Popen([str(BIN / "pstuts"), "ingest", *args], env=env, cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for_step(process: subprocess.Popen, env: dict[str, str], step: str, timeout: float = 300) -> str:
-    """Poll until `step` (or a later one) runs; the step found running."""
+def wait_for_step(process: subprocess.Popen, env: dict[str, str], step: str, timeout: float = 300) -> None:
+    """Return as soon as `step` runs: the first step once the run exists, a later one once every video's output of
+    the step before it is on disk (steps run one after another in the run's process, so the next starts at once)."""
     order = INGESTION_ASSET_NAMES
+    videos = len(json.loads((Path(env["PSTUTS_DATA_DIR"]) / "videos.json").read_text()))
+    previous = Path(env["PSTUTS_STORAGE_DIR"]) / "io" / order[order.index(step) - 1] if order.index(step) else None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert process.poll() is None, f"the ingest ended before {step}: {process.communicate()[1][-2000:]}"
-        try:
-            running = step_in_progress(env["DAGSTER_HOME"])
-        except Exception:  # noqa: BLE001 - the instance may be mid-creation on the first polls
-            running = None
-        if running in order and order.index(running) >= order.index(step):
-            return running
-        time.sleep(0.05)
+        if previous is not None:
+            if len(list(previous.glob("*.json"))) >= videos:
+                return
+        elif run_created(env["DAGSTER_HOME"]):
+            return
+        time.sleep(0.01)
     raise AssertionError(f"{step} did not start within {timeout} s")
 
 
@@ -104,13 +122,19 @@ def wait_for_step(process: subprocess.Popen, env: dict[str, str], step: str, tim
 def test_kill_9_at_each_step_then_the_next_ingest_recovers_exactly(step, tmp_path, clean_points):
     env = new_state(tmp_path)
     process = start_ingest(env)
-    killed_in = wait_for_step(process, env, step)
+    wait_for_step(process, env, step)
     process.kill()
     process.wait(timeout=60)
+    killed_in = step_in_progress(env["DAGSTER_HOME"])
 
     again = pstuts(env, "ingest", timeout=300)
     assert again.returncode == 0, again.stderr
     assert "reclaimed run" in again.stderr and f"process {process.pid}" in again.stderr.replace("\n", " ")
+    # The kill lands as the step starts: for a later step, between the step before writing its outputs and
+    # recording its success, or in the step itself; for the first, as the run starts.
+    order = INGESTION_ASSET_NAMES
+    assert killed_in in order[max(order.index(step) - 1, 0) : order.index(step) + 1] or (
+        step == "raw_transcripts" and killed_in is None), killed_in
     assert points(env) == clean_points, f"killed in {killed_in}"
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         statuses = [r.status for r in instance.get_runs()]
@@ -163,15 +187,15 @@ def test_a_full_disk_keeps_what_was_stored_and_the_next_ingest_with_room_recover
         pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip()}): the full-disk case needs one")
     try:
         full_env = {**env, "PSTUTS_IO_PATH": str(small / "io"), "PSTUTS_EMBEDDING_CACHE_DIR": str(small / "cache")}
-        with (small / "filler").open("wb") as filler:  # leave no room at all
+        with (small / "filler").open("wb", buffering=0) as filler:  # leave no room at all
             try:
                 while True:
                     filler.write(b"\0" * 4096)
-                    filler.flush()
             except OSError:
                 pass
         failed = pstuts(full_env, "ingest", "--force")
         assert failed.returncode != 0
+        assert f"cannot write {small / 'io'}" in failed.stderr and "No space left on device" in failed.stderr
         assert points(env) == clean_points
     finally:
         subprocess.run(["umount", str(small)], check=False)
