@@ -4,12 +4,15 @@ import json
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Tutorial transcripts to a searchable Qdrant collection.")
 console = Console(stderr=True)
@@ -19,10 +22,6 @@ def _definitions():
     from pstuts_pipeline.definitions import defs
 
     return defs
-
-
-def _mmss(seconds: float) -> str:
-    return f"{int(seconds) // 60:02d}:{int(seconds) % 60:02d}"
 
 
 @app.command()
@@ -118,15 +117,24 @@ def tune(
     print(event.metadata["model_folder"].value, flush=True)
 
 
+def _require_collection(client: "QdrantClient", collection: str) -> None:
+    """Stop with a hint, not a Qdrant traceback, when nothing was ingested yet."""
+    if not client.collection_exists(collection):
+        console.print(f"collection {collection!r} does not exist yet: run `pstuts ingest` first")
+        raise typer.Exit(1)
+
+
 def _print_results(question: str, results: list, as_json: bool) -> None:
+    from pstuts_pipeline.answering import mmss
+
     if as_json:
         print(json.dumps({"question": question, "results": [r.as_json() for r in results]}), flush=True)
         return
     print(f"\n? {question}")
     for rank, r in enumerate(results, 1):
-        print(f"{rank}. {r.title}  [{_mmss(r.link_time)}]  score {r.score:.3f}")
+        print(f"{rank}. {r.title}  [{mmss(r.link_time)}]  score {r.score:.3f}")
         print(f"   {r.link}")
-        print(f"   chunk {_mmss(r.start)}-{_mmss(r.stop)}: {_snippet(r.text, r.link_sentence)}")
+        print(f"   chunk {mmss(r.start)}-{mmss(r.stop)}: {_snippet(r.text, r.link_sentence)}")
 
 
 def _snippet(text: str, sentence: str, width: int = 400) -> str:
@@ -158,9 +166,7 @@ def search(
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
     model = embeddings.query_embeddings()
     with qdrant.get_client() as client:
-        if not client.collection_exists(qdrant.collection):
-            console.print(f"collection {qdrant.collection!r} does not exist yet: run `pstuts ingest` first")
-            raise typer.Exit(1)
+        _require_collection(client, qdrant.collection)
         for q, results in zip(asked, retrieval.search_many(client, qdrant.collection, model, embeddings.model_id, asked, top_k)):
             _print_results(q, results, as_json)
 
@@ -184,9 +190,7 @@ def ask(
     resources = _definitions().resources
     embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
     with qdrant.get_client() as client:
-        if not client.collection_exists(qdrant.collection):
-            console.print(f"collection {qdrant.collection!r} does not exist yet: run `pstuts ingest` first")
-            raise typer.Exit(1)
+        _require_collection(client, qdrant.collection)
         retriever = PstutsRetriever(client=client, collection=qdrant.collection,
                                     embeddings=embeddings.query_embeddings(), model_id=embeddings.model_id, k=top_k)
         answer = answer_chain(retriever, settings).invoke(question)
@@ -214,6 +218,7 @@ def _evaluate_answers(questions: list, sample: int, top_k: int, as_json: bool) -
     embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
     asked = answer_metrics.sample_questions(questions, sample)
     with qdrant.get_client() as client:
+        _require_collection(client, qdrant.collection)
         extractive, generated, search_seconds = answer_metrics.answer_questions(
             client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, asked, settings, top_k
         )
@@ -252,9 +257,7 @@ def evaluate(
     resources = _definitions().resources
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
     with qdrant.get_client() as client:
-        if not client.collection_exists(qdrant.collection):
-            console.print(f"collection {qdrant.collection!r} does not exist yet: run `pstuts ingest` first")
-            raise typer.Exit(1)
+        _require_collection(client, qdrant.collection)
         ranked = retrieval.search_many(
             client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, [q.text for q in questions],
             top_k,
