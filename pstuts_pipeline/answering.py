@@ -215,9 +215,13 @@ def generated_answer(question: str, documents: list[Document], llm: BaseChatMode
         return extractive_answer(question, documents, error=str(describe_error(error, settings)))
     text, moments = _parse(content, json_schema)
     clean, cited, invented, proposed = check_citations(text, moments, documents)
+    if not clean:
+        error = f"{settings.where}: the answer held nothing but invented moments"
+        return replace(extractive_answer(question, documents, error), invented_citations=invented,
+                       proposed_citations=proposed)
     notes = [] if cited else ["the answer cited no retrieved moment: the top result's is attached"]
     return Answer(
-        question, clean or content, cited or [citation_of(documents[0])], documents, settings.model,
+        question, clean, cited or [citation_of(documents[0])], documents, settings.model,
         invented_citations=invented, proposed_citations=proposed, notes=notes,
     )
 

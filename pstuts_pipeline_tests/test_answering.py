@@ -106,6 +106,13 @@ def test_an_answer_citing_nothing_gets_the_top_results_moment(fake_server):
     assert answer.citations == [answering.citation_of(DOCS[0])] and answer.invented_citations == 1 and answer.notes
 
 
+def test_an_answer_of_nothing_but_invented_moments_falls_back_to_the_extractive_one(fake_server):
+    fake_server.reply("[12:34]")
+    answer = ask(fake_server)
+    assert answer.answer == answering.extractive_answer("q", DOCS).answer and answer.model is None
+    assert answer.invented_citations == 1 and "nothing but invented moments" in answer.error
+
+
 def test_json_schema_restricts_the_moment_to_retrieved_ones_and_the_reply_is_checked(fake_server):
     fake_server.reply('{"answer": "Press Command+T.", "moment": "00:15"}')
     answer = ask(fake_server, json_schema=True)
