@@ -69,7 +69,9 @@ def link_at_1(question: Question, answer: Answer, tolerance: float = LINK_TOLERA
     return float(first.video_id == question.video_id and abs(first.time - question.begin) <= tolerance)
 
 
-def summarize(questions: Sequence[Question], answers: Sequence[Answer], search_seconds: float = 0.0) -> dict[str, float]:
+def summarize(
+    questions: Sequence[Question], answers: Sequence[Answer], search_seconds: float = 0.0
+) -> dict[str, float]:
     """token_f1, exact_match, citation_link@1, invented_citation_rate, seconds_per_answer and more, as floats.
 
     `search_seconds` is the retrieval time of all questions together (searched in one batch), shared out.

@@ -108,7 +108,10 @@ def response_schema(documents: list[Document]) -> dict[str, Any]:
     moments = list(dict.fromkeys(mmss(citation_of(d).time) for d in documents))
     schema = {
         "type": "object",
-        "properties": {"answer": {"type": "string", "maxLength": ANSWER_CHARS}, "moment": {"type": "string", "enum": moments}},
+        "properties": {
+            "answer": {"type": "string", "maxLength": ANSWER_CHARS},
+            "moment": {"type": "string", "enum": moments},
+        },
         "required": ["answer", "moment"],
         "additionalProperties": False,
     }
