@@ -1,4 +1,4 @@
-# Two entry points: `make demo` (set up, ingest the sample data, answer a question) and `make test`.
+# Two entry points: `make demo` (set up, ingest the sample data, search and answer a question) and `make test`.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -13,7 +13,7 @@ $(BIN)/pstuts: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,postgres]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,postgres,chat]'
 	touch $@
 
 setup: $(BIN)/pstuts
@@ -21,6 +21,7 @@ setup: $(BIN)/pstuts
 demo: setup
 	$(BIN)/pstuts ingest
 	$(BIN)/pstuts search "$(QUESTION)" --top-k 3
+	$(BIN)/pstuts ask "$(QUESTION)"
 
 # The UI, the folder sensor and the schedules, on the project's instance (.storage/dagster_home unless DAGSTER_HOME).
 dev: setup

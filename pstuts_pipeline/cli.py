@@ -6,7 +6,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from pstuts_pipeline.redaction import redact
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Tutorial transcripts to a searchable Qdrant collection.")
 console = Console(stderr=True)
@@ -26,10 +29,6 @@ def _definitions():
     from pstuts_pipeline.definitions import defs
 
     return defs
-
-
-def _mmss(seconds: float) -> str:
-    return f"{int(seconds) // 60:02d}:{int(seconds) % 60:02d}"
 
 
 @app.command()
@@ -144,15 +143,24 @@ def tune(
     print(event.metadata["model_folder"].value, flush=True)
 
 
+def _require_collection(client: "QdrantClient", collection: str) -> None:
+    """Stop with a hint, not a Qdrant traceback, when nothing was ingested yet."""
+    if not client.collection_exists(collection):
+        console.print(f"collection {collection!r} does not exist yet: run `pstuts ingest` first")
+        raise typer.Exit(1)
+
+
 def _print_results(question: str, results: list, as_json: bool) -> None:
+    from pstuts_pipeline.answering import mmss
+
     if as_json:
         print(json.dumps({"question": question, "results": [r.as_json() for r in results]}), flush=True)
         return
     print(f"\n? {_printable(question)}")
     for rank, r in enumerate(results, 1):
-        print(f"{rank}. {_printable(r.title)}  [{_mmss(r.link_time)}]  score {r.score:.3f}")
+        print(f"{rank}. {_printable(r.title)}  [{mmss(r.link_time)}]  score {r.score:.3f}")
         print(f"   {_printable(r.link)}")
-        print(f"   chunk {_mmss(r.start)}-{_mmss(r.stop)}: {_printable(_snippet(r.text, r.link_sentence))}")
+        print(f"   chunk {mmss(r.start)}-{mmss(r.stop)}: {_printable(_snippet(r.text, r.link_sentence))}")
 
 
 def _printable(text: str) -> str:
@@ -194,30 +202,99 @@ def search(
     resources = _definitions().resources
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
     with qdrant.get_client(read_only=True) as client:
-        if not client.collection_exists(qdrant.collection):
-            console.print(f"collection {qdrant.collection!r} does not exist yet: run `pstuts ingest` first")
-            raise typer.Exit(1)
+        _require_collection(client, qdrant.collection)
         model = embeddings.query_embeddings()
         for q, results in zip(asked, retrieval.search_many(client, qdrant.collection, model, embeddings.model_id, asked, top_k)):
             _print_results(q, results, as_json)
 
 
+HOW_TO_GENERATE = (
+    "extractive answer (no chat model configured): set PSTUTS_CHAT_MODEL, and PSTUTS_CHAT_BASE_URL for a server "
+    "other than OpenAI's (`bash scripts/chat_server.sh start` serves a local one), to have answers written"
+)
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer.")],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Chunks given to the chat model.")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object.")] = False,
+) -> None:
+    """Answer in words, citing the moments in the videos where it is said (offline: the best sentence)."""
+    from pstuts_pipeline.answering import answer_chain, mmss
+    from pstuts_pipeline.retriever import PstutsRetriever
+
+    resources = _definitions().resources
+    embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
+    with qdrant.get_client() as client:
+        _require_collection(client, qdrant.collection)
+        retriever = PstutsRetriever(client=client, collection=qdrant.collection,
+                                    embeddings=embeddings.query_embeddings(), model_id=embeddings.model_id, k=top_k)
+        answer = answer_chain(retriever, settings).invoke(question)
+    if answer.error:
+        console.print(f"[red]chat failed, extractive answer given:[/red] {escape(answer.error)}")
+    elif not settings.enabled:
+        console.print(HOW_TO_GENERATE, soft_wrap=True)
+    for note in answer.notes:
+        console.print(note)
+    if answer.invented_citations:
+        console.print(f"{answer.invented_citations} invented citation(s) removed from the answer")
+    if as_json:
+        print(json.dumps(answer.as_json()), flush=True)
+        return
+    print(f"\n? {question}\n{answer.answer}")
+    for citation in answer.citations:
+        print(f"  [{mmss(citation.time)}] {citation.title}  {citation.link}")
+    print(f"({answer.model or 'extractive'}, {answer.seconds:.1f} s)")
+
+
+def _evaluate_answers(questions: list, sample: int, top_k: int, as_json: bool) -> None:
+    from pstuts_pipeline import answer_metrics
+
+    resources = _definitions().resources
+    embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
+    asked = answer_metrics.sample_questions(questions, sample)
+    with qdrant.get_client() as client:
+        _require_collection(client, qdrant.collection)
+        extractive, generated, search_seconds = answer_metrics.answer_questions(
+            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, asked, settings, top_k
+        )
+    figures = {"extractive": answer_metrics.summarize(asked, extractive, search_seconds)}
+    if generated is not None:
+        figures[settings.model] = answer_metrics.summarize(asked, generated, search_seconds)
+    if as_json:
+        print(json.dumps(figures), flush=True)
+        return
+    table = Table(title=f"pstuts evaluate --answers: {len(asked)} questions, top {top_k} chunks")
+    table.add_column("metric")
+    for name in figures:
+        table.add_column(name, justify="right")
+    for metric in figures["extractive"]:
+        table.add_row(metric, *(f"{f[metric]:.3f}" for f in figures.values()))
+    Console().print(table)
+
+
 @app.command()
 def evaluate(
     qa: Annotated[list[Path], typer.Option("--qa", help="PsTuts-VQA-format file of questions (repeatable).")],
-    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Results per question (metrics use k<=10).")] = 10,
+    top_k: Annotated[int | None, typer.Option("--top-k", "-k", min=1, help="Results per question (default 10; "
+                                              "with --answers, chunks per answer, default 3).")] = None,
+    answers: Annotated[bool, typer.Option("--answers", help="Score `pstuts ask` instead of search.")] = False,
+    sample: Annotated[int, typer.Option(help="With --answers: questions in the fixed sample (0 = all).")] = 200,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as one JSON object.")] = False,
 ) -> None:
-    """Score search on QA pairs: hit@k (answer's chunk found), link@k (link within 15 s of it), mrr@10."""
+    """Score search on QA pairs (hit@k, link@k, mrr@10), or with --answers the answers (token F1, citation link@1)."""
     from pstuts_pipeline import evaluation, retrieval
 
     questions = evaluation.load_questions(qa)
+    if answers:
+        _evaluate_answers(questions, sample, top_k or 3, as_json)
+        return
+    top_k = top_k or 10
     resources = _definitions().resources
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
     with qdrant.get_client() as client:
-        if not client.collection_exists(qdrant.collection):
-            console.print(f"collection {qdrant.collection!r} does not exist yet: run `pstuts ingest` first")
-            raise typer.Exit(1)
+        _require_collection(client, qdrant.collection)
         ranked = retrieval.search_many(
             client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, [q.text for q in questions],
             top_k,

@@ -30,13 +30,14 @@ class RetrievedChunk(Protocol):
 
 @dataclass(frozen=True)
 class Question:
-    """A question with where its answer is spoken: `begin` of the answer phrase and its midpoint."""
+    """A question with where its answer is spoken (`begin` of the answer phrase, its midpoint) and PsTuts' answer."""
 
     video_id: int
     sent_id: int
     text: str
     begin: float
     midpoint: float
+    answer: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,9 @@ def questions_of(catalog: Catalog) -> list[Question]:
             phrase = by_id[pair.sent_id]
             begin = phrase["begin"] if phrase["begin"] is not None else repaired[pair.sent_id].begin
             end = phrase["end"] if phrase["end"] is not None else repaired[pair.sent_id].end
-            questions.append(Question(int(record["video_id"]), pair.sent_id, pair.question, float(begin), (begin + end) / 2))
+            questions.append(
+                Question(int(record["video_id"]), pair.sent_id, pair.question, float(begin), (begin + end) / 2, pair.answer)
+            )
     return questions
 
 

@@ -15,6 +15,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import Field
 
 from pstuts_pipeline import embedding, tuning
+from pstuts_pipeline.chat import ChatSettings
 from pstuts_pipeline.chunking import ChunkerSettings
 from pstuts_pipeline.redaction import redact
 from pstuts_pipeline.settings import data_dir, env_int, storage_dir
@@ -193,6 +194,22 @@ class QdrantStorageError(RuntimeError):
     """The local Qdrant folder could not be written or read; names the folder."""
 
 
+class ChatModelResource(dg.ConfigurableResource):
+    """The chat model that words answers; separate from the embeddings' server. No model = extractive answers."""
+
+    model: str = Field(default="", description="Model name on the server (empty = offline extractive answers).")
+    base_url: str | None = Field(default=None, description="An OpenAI-compatible server (empty = OpenAI's API).")
+    api_key: str | None = Field(default=None, description="The server's key (local servers need none).")
+    timeout_s: float = Field(default=60.0, description="Seconds to wait for one answer.")
+    max_tokens: int = Field(default=120, description="Longest answer, in tokens.")
+    json_schema: bool = Field(default=True, description="Ask for a JSON-schema reply whose moment must be retrieved.")
+
+    def settings(self) -> ChatSettings:
+        return ChatSettings(
+            self.model, self.base_url or None, self.api_key or None, self.timeout_s, self.max_tokens, self.json_schema
+        )
+
+
 def _env(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
@@ -219,5 +236,13 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
             url=_env("QDRANT_URL") or None,
             api_key=dg.EnvVar("QDRANT_API_KEY") if _env("QDRANT_API_KEY") else None,
             collection=_env("PSTUTS_COLLECTION", "pstuts_transcripts"),
+        ),
+        "chat_model": ChatModelResource(
+            model=_env("PSTUTS_CHAT_MODEL"),
+            base_url=_env("PSTUTS_CHAT_BASE_URL") or _env("OPENAI_BASE_URL") or None,
+            api_key=next((dg.EnvVar(k) for k in ("PSTUTS_CHAT_API_KEY", "OPENAI_API_KEY") if _env(k)), None),
+            timeout_s=float(_env("PSTUTS_CHAT_TIMEOUT_S") or 60),
+            max_tokens=env_int("PSTUTS_CHAT_MAX_TOKENS", 120),
+            json_schema=_env("PSTUTS_CHAT_JSON_SCHEMA", "1") != "0",
         ),
     }

@@ -156,3 +156,82 @@ def http_json(url: str, payload: dict | None = None, timeout: float = 60) -> dic
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout) as answer:
         return json.load(answer)
+
+
+CHAT_PORT = int(os.environ.get("CHAT_PORT", "8765"))
+CHAT_URL = f"http://127.0.0.1:{CHAT_PORT}/v1"
+CHAT_MODEL = os.environ.get("CHAT_MODEL_NAME", "smollm2-135m-instruct")
+
+
+def local_chat_server() -> str:
+    """The base URL of scripts/chat_server.sh's server; skip when it is not running, fail under CI=true."""
+    try:
+        http_json(f"{CHAT_URL}/models", timeout=5)
+    except OSError as error:
+        reason = f"no chat server at {CHAT_URL} ({error}): start it with `bash scripts/chat_server.sh start`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return CHAT_URL
+
+
+class FakeChatServer:
+    """A tiny OpenAI-compatible chat endpoint on loopback whose replies a test writes: content, status, delay, refusal.
+
+    Each reply is queued with `reply(...)`; requests are kept so tests can see what was sent.
+    """
+
+    def __init__(self) -> None:
+        self.replies: list[dict] = []
+        self.requests: list[dict] = []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def reply(self, content: str | None = None, status: int = 200, delay: float = 0.0, refusal: str | None = None,
+              reject_response_format: bool = False) -> None:
+        self.replies.append({"content": content, "status": status, "delay": delay, "refusal": refusal,
+                             "reject_response_format": reject_response_format})
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                fake.requests.append(request)
+                plan = fake.replies.pop(0) if fake.replies else {"content": "", "status": 200, "delay": 0.0,
+                                                                 "refusal": None, "reject_response_format": False}
+                time.sleep(plan["delay"])
+                status = plan["status"]
+                if plan["reject_response_format"] and "response_format" in request:
+                    status, plan = 400, {**plan, "status": 400}
+                if status != 200:
+                    # As a careless server might: the message quotes the Authorization header it was sent.
+                    message = f"upstream failed for {self.headers.get('Authorization', '')}"
+                    body = {"error": {"message": message, "type": "server_error", "code": status}}
+                else:
+                    body = {
+                        "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": request["model"],
+                        "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                            "role": "assistant", "content": plan["content"], "refusal": plan["refusal"]}}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                data = json.dumps(body).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and left
+
+        return Handler

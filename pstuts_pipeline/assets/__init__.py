@@ -1,5 +1,6 @@
 """The asset graph: ingestion stages, the Qdrant collection, and what is built on top of it."""
 
+from pstuts_pipeline.assets.answers import answer_evaluation
 from pstuts_pipeline.assets.collection import qdrant_collection
 from pstuts_pipeline.assets.evaluation import retrieval_evaluation
 from pstuts_pipeline.assets.ingestion import (
@@ -21,4 +22,4 @@ ingestion_assets = [
 ]
 INGESTION_ASSET_NAMES = [a.key.to_user_string() for a in ingestion_assets]
 tuning_assets = [tuned_embedder]
-evaluation_assets = [retrieval_evaluation]
+evaluation_assets = [retrieval_evaluation, answer_evaluation]

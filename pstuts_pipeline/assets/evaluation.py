@@ -31,11 +31,22 @@ class RetrievalEvaluationConfig(dg.Config):
     )
 
 
-def qa_paths(config: RetrievalEvaluationConfig, source: TranscriptSource) -> list[Path]:
+def qa_paths(qa_files: list[str], source: TranscriptSource) -> list[Path]:
     """The configured QA files, or every JSON file of the data folder."""
-    if config.qa_files:
-        return [Path(f) for f in config.qa_files]
+    if qa_files:
+        return [Path(f) for f in qa_files]
     return sorted(source.path().glob("*.json"))
+
+
+def load_qa(files: list[Path]) -> list[evaluation.Question]:
+    """The files' questions, or a Failure naming the files (not retried: a bad file stays bad)."""
+    try:
+        questions = evaluation.load_questions(files)
+    except (ValueError, OSError) as exc:
+        raise dg.Failure(description=f"QA files {[str(f) for f in files]}: {exc}", allow_retries=False) from exc
+    if not questions:
+        raise dg.Failure(description=f"no QA pairs in {[str(f) for f in files]}", allow_retries=False)
+    return questions
 
 
 @dg.asset(group_name=EVALUATION_GROUP, deps=[qdrant_collection], kinds={"qdrant"})
@@ -47,13 +58,8 @@ def retrieval_evaluation(
     qdrant: QdrantResource,
 ) -> dg.MaterializeResult:
     """hit@k, link@k and mrr@10 of `pstuts search` on PsTuts-VQA questions against the collection as it is now."""
-    files = qa_paths(config, transcript_source)
-    try:
-        questions = evaluation.load_questions(files)
-    except (ValueError, OSError) as exc:
-        raise dg.Failure(description=f"QA files {[str(f) for f in files]}: {exc}", allow_retries=False) from exc
-    if not questions:
-        raise dg.Failure(description=f"no QA pairs in {[str(f) for f in files]}", allow_retries=False)
+    files = qa_paths(config.qa_files, transcript_source)
+    questions = load_qa(files)
     started = time.perf_counter()
     with qdrant.get_client() as client:
         if not client.collection_exists(qdrant.collection):
