@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -284,13 +285,31 @@ class ProviderErrors(Embeddings):
 def load_embeddings(spec: EmbeddingSpec) -> Embeddings:
     """The model for a spec, loaded once per process (loading the local model costs seconds)."""
     if spec.provider == "local":
-        return _cached_local_embeddings(spec)
+        with _local_load_lock:  # a preload in another thread and the first use wait for one load, not two
+            return _cached_local_embeddings(spec)
     if spec.provider == "openai":
         return _openai_embeddings(spec, hashlib.sha256(os.environ.get("OPENAI_API_KEY", "").encode()).hexdigest())
     raise ValueError(f"PSTUTS_EMBEDDING_PROVIDER is {spec.provider!r}; expected 'local' or 'openai'")
 
 
 _cached_local_embeddings = functools.cache(_local_embeddings)
+_local_load_lock = threading.Lock()
+
+
+def preload(spec: EmbeddingSpec) -> None:
+    """Start loading the local model in a background thread, so the load overlaps the run's first steps.
+
+    Loading takes seconds (torch, transformers, the weights and their checksum) while the run's start and its
+    first three steps need no model; errors surface where the model is first used, as without a preload.
+    """
+    if spec.provider != "local" or _cached_local_embeddings.cache_info().currsize:
+        return
+
+    def load_quietly() -> None:
+        with contextlib.suppress(Exception):
+            load_embeddings(spec)
+
+    threading.Thread(target=load_quietly, name="pstuts-model-preload", daemon=True).start()
 
 
 class CountingEmbeddings(Embeddings):

@@ -210,6 +210,8 @@ def ingest(
     result = reconcile(catalog, view.stored, fingerprint_function(embeddings, chunking_settings), only, force)
     order = register_partitions(instance, catalog)
     report = IngestReport(result, reclaimed=reclaimed, dagster_home=str(instance.root_directory))
+    if result.to_ingest:
+        embeddings.preload()  # overlaps the run's start and first steps
     for request in run_requests(result, order, max_videos_per_run(), trigger="cli"):
         videos = request.tags.get("pstuts/videos")
         on_progress(f"materializing {videos} videos" if videos else "removing videos that left the data folder")

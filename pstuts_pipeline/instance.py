@@ -5,6 +5,7 @@ import socket
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.errors import DagsterInvalidPropertyError
 
 from pstuts_pipeline.settings import dagster_home
 
@@ -62,7 +63,11 @@ def this_process_tags() -> dict[str, str]:
 
 def record_run_process(context: dg.OpExecutionContext) -> None:
     """Tag the run with the process executing it (the run worker, or `pstuts ingest` itself)."""
-    if context.run.tags.get(PID_TAG) != str(os.getpid()):
+    try:
+        run = context.run
+    except DagsterInvalidPropertyError:  # invoked directly (unit tests): there is no run to tag
+        return
+    if run.tags.get(PID_TAG) != str(os.getpid()):
         context.instance.add_run_tags(context.run_id, this_process_tags())
 
 

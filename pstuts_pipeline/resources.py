@@ -71,6 +71,10 @@ class EmbeddingsResource(dg.ConfigurableResource):
         """(cached embeddings to use, the counter of texts that actually reached the model)."""
         return embedding.cached_embeddings(self.spec, self.cache_path())
 
+    def preload(self) -> None:
+        """Start loading the local model in the background (it overlaps the steps that need no model)."""
+        embedding.preload(self.spec)
+
     def query_embeddings(self) -> Embeddings:
         return embedding.load_embeddings(self.spec)
 

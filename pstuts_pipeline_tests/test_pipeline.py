@@ -68,7 +68,7 @@ def test_each_asset_on_a_real_video(few_real_videos):
     instance.add_dynamic_partitions("videos", [key])
     context = lambda: dg.build_asset_context(partition_key=key, instance=instance)  # noqa: E731
 
-    raw = raw_transcripts(context(), transcript_source=TranscriptSource(data_dir=str(folder)))
+    raw = raw_transcripts(context(), transcript_source=TranscriptSource(data_dir=str(folder)), embeddings=EmbeddingsResource())
     assert raw[key].record == video and len(raw[key].content_hash) == 64
 
     phrases = phrase_documents(context(), raw_transcripts=raw)[key]
