@@ -38,11 +38,12 @@ class RerankerSettings:
     warmup_ratio: float = 0.1
     max_length: int = 64  # tokens of question and phrase together; phrases are short
     # Distinct training questions used (0: all); a random subset keeps training within 20 minutes on a shared CPU.
-    max_questions: int = 8000
+    max_questions: int = 2500
     negatives: int = 3  # hard negatives per question
     negatives_top_k: int = 20  # drawn at random from the phrases of other videos the first stage ranks this high
-    in_batch_negatives: int = 0  # other questions' positives also shown as negatives (MultipleNegativesRankingLoss)
-    dev_questions: int = 400  # dev questions (with the first stage's top 10 other-video phrases) checked while training
+    # Other questions' positives also shown as negatives; at least 1 (the loss cannot sample none).
+    in_batch_negatives: int = 1
+    dev_questions: int = 150  # dev questions (with the first stage's top 10 other-video phrases) checked while training
     eval_steps: int = 0  # 0: evaluate on dev before and after training only
     # bfloat16 autocast: on this AVX512-BF16 CPU without AMX a training step took 2.5x as long as float32 (measured).
     bf16: bool = False
