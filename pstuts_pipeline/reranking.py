@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 # Measured on dev, see the README's Reranker section.
-DEPTH = 20
+DEPTH = 10
 PHRASES_PER_CHUNK = 2
 WEIGHT = 1.0
 
