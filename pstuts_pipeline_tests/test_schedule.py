@@ -13,7 +13,13 @@ import pytest
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import ingest
 from pstuts_pipeline.partitions import video_partitions
-from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
+from pstuts_pipeline.resources import (
+    ChunkingResource,
+    EmbeddingsResource,
+    QdrantResource,
+    RerankerResource,
+    TranscriptSource,
+)
 from pstuts_pipeline.schedules import CHANGED_REASON, FULL_REASON, nightly_reingest
 
 from conftest import SAMPLE_DIR
@@ -46,6 +52,7 @@ def test_schedule_requests_changed_videos_only_and_all_on_request(storage, tmp_p
         "embeddings": EmbeddingsResource(),
         "chunking_settings": ChunkingResource(),
         "qdrant": QdrantResource(path=str(storage / "qdrant")),
+        "reranker": RerankerResource(),
     }
     defs = build_definitions(resources)
     instance = dg.DagsterInstance.get()
