@@ -43,11 +43,13 @@ def tune(train: list[Path], dev: list[Path], storage: Path, args: argparse.Names
     return Path(event.metadata["model_folder"].value), {k: v.value for k, v in event.metadata.items()}
 
 
-def pipeline_metrics(model: str, data_dir: Path, dev: list[Path], storage: Path) -> dict[str, float]:
-    """Ingest the data folder with `model` ('' = base) through Dagster, then score search on the dev questions."""
+def ingest_collection(model: str, data_dir: Path, storage: Path) -> tuple:
+    """Ingest the data folder with `model` ('' = base) through Dagster into its own storage.
+
+    Returns (the definitions used, the ingest report, seconds).
+    """
     import dagster as dg
 
-    from pstuts_pipeline import evaluation, retrieval
     from pstuts_pipeline.definitions import build_definitions
     from pstuts_pipeline.ingest import ingest
     from pstuts_pipeline.resources import resources_from_env
@@ -62,7 +64,14 @@ def pipeline_metrics(model: str, data_dir: Path, dev: list[Path], storage: Path)
         report = ingest(defs, instance)
     if not report.ok:
         raise RuntimeError(f"ingest with model {model or 'base'} failed: {report.failed_runs or report.plan.failed}")
-    ingest_seconds = time.perf_counter() - started
+    return defs, report, time.perf_counter() - started
+
+
+def pipeline_metrics(model: str, data_dir: Path, dev: list[Path], storage: Path) -> dict[str, float]:
+    """Ingest the data folder with `model` ('' = base) through Dagster, then score search on the dev questions."""
+    from pstuts_pipeline import evaluation, retrieval
+
+    defs, report, ingest_seconds = ingest_collection(model, data_dir, storage)
     embeddings, qdrant = defs.resources["embeddings"], defs.resources["qdrant"]
     questions = evaluation.load_questions(dev)
     query_model = embeddings.query_embeddings()

@@ -25,6 +25,23 @@ WORD = re.compile(r"\w")
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+TrainFiles = Annotated[list[Path], typer.Option("--train", help="PsTuts-VQA-format file to train on (repeatable).")]
+DevFiles = Annotated[list[Path], typer.Option("--dev", help="File to validate on, never trained on (repeatable).")]
+OutDir = Annotated[Path | None, typer.Option("--out", help="Parent folder of model versions.")]
+MaxSteps = Annotated[int, typer.Option(min=0, help="Cap on steps (0 = no cap).")]
+EvalSteps = Annotated[int, typer.Option(min=0, help="Evaluate on dev every N steps (0 = start and end).")]
+Threads = Annotated[int, typer.Option(min=1, help="Torch threads (1 is fastest on a shared CPU).")]
+
+
+def _training_files(train: list[Path], dev: list[Path], out: Path | None) -> dict[str, object]:
+    """The files and output folder of a training command, as the training assets' config takes them."""
+    return {
+        "train_files": [str(f.resolve()) for f in train],
+        "dev_files": [str(f.resolve()) for f in dev],
+        "out_dir": str(out.resolve()) if out else "",
+    }
+
+
 def _definitions():
     from pstuts_pipeline.definitions import defs
 
@@ -110,28 +127,22 @@ def dev(context: typer.Context) -> None:
 
 @app.command()
 def tune(
-    train: Annotated[list[Path], typer.Option("--train", help="PsTuts-VQA-format file to train on (repeatable).")],
-    dev: Annotated[list[Path], typer.Option("--dev", help="File to validate on, never trained on (repeatable).")],
-    out: Annotated[Path | None, typer.Option("--out", help="Parent folder of model versions.")] = None,
+    train: TrainFiles,
+    dev: DevFiles,
+    out: OutDir = None,
     epochs: Annotated[float, typer.Option(min=0.01, help="Passes over the training pairs.")] = 2.0,
     batch_size: Annotated[int, typer.Option(min=2, help="Pairs per step.")] = 64,
-    max_steps: Annotated[int, typer.Option(min=0, help="Cap on steps (0 = no cap).")] = 0,
-    eval_steps: Annotated[int, typer.Option(min=0, help="Evaluate on dev every N steps (0 = start and end).")] = 0,
-    threads: Annotated[int, typer.Option(min=1, help="Torch threads (1 is fastest on a shared CPU).")] = 1,
+    max_steps: MaxSteps = 0,
+    eval_steps: EvalSteps = 0,
+    threads: Threads = 1,
 ) -> None:
     """Fine-tune the embedder on the training files' questions (the `tuned_embedder` asset); print the model folder."""
     from pstuts_pipeline.assets.tuning import TunedEmbedderConfig, materialize_tuned_embedder
     from pstuts_pipeline.instance import instance_for_cli
 
     config = TunedEmbedderConfig(
-        train_files=[str(f.resolve()) for f in train],
-        dev_files=[str(f.resolve()) for f in dev],
-        epochs=epochs,
-        batch_size=batch_size,
-        max_steps=max_steps,
-        eval_steps=eval_steps,
-        threads=threads,
-        out_dir=str(out.resolve()) if out else "",
+        **_training_files(train, dev, out), epochs=epochs, batch_size=batch_size, max_steps=max_steps,
+        eval_steps=eval_steps, threads=threads,
     )
     event = materialize_tuned_embedder(instance_for_cli(), config)
     table = Table(title="pstuts tune", show_header=False)
@@ -140,6 +151,36 @@ def tune(
     console.print(table)
     console.print(event.metadata["dev_metrics"].value)
     console.print("use it: PSTUTS_EMBEDDING_MODEL=<folder below> (or =latest), then `pstuts ingest` into a new collection")
+    print(event.metadata["model_folder"].value, flush=True)
+
+
+@app.command("tune-reranker")
+def tune_reranker(
+    train: TrainFiles,
+    dev: DevFiles,
+    out: OutDir = None,
+    epochs: Annotated[float, typer.Option(min=0.01, help="Passes over the training questions.")] = 1.0,
+    batch_size: Annotated[int, typer.Option(min=2, help="Questions per step.")] = 32,
+    max_steps: MaxSteps = 0,
+    learning_rate: Annotated[float, typer.Option(min=0, help="Peak learning rate.")] = 5e-5,
+    eval_steps: EvalSteps = 0,
+    threads: Threads = 1,
+) -> None:
+    """Train the cross-encoder reranker on the training files' questions (the `reranker` asset); print its folder."""
+    from pstuts_pipeline.assets.reranker import RerankerConfig, materialize_reranker
+    from pstuts_pipeline.instance import instance_for_cli
+
+    config = RerankerConfig(
+        **_training_files(train, dev, out), epochs=epochs, batch_size=batch_size, max_steps=max_steps,
+        learning_rate=learning_rate, eval_steps=eval_steps, threads=threads,
+    )
+    event = materialize_reranker(instance_for_cli(), config)
+    table = Table(title="pstuts tune-reranker", show_header=False)
+    for name in ("pairs", "steps", "training_seconds", "dev_mrr@10"):
+        table.add_row(name, str(event.metadata[name].value))
+    console.print(table)
+    console.print(event.metadata["dev_metrics"].value)
+    console.print("use it: PSTUTS_RERANKER=<folder below> (or =latest) with `pstuts search` / `pstuts evaluate`")
     print(event.metadata["model_folder"].value, flush=True)
 
 
@@ -204,7 +245,10 @@ def search(
     with qdrant.get_client(read_only=True) as client:
         _require_collection(client, qdrant.collection)
         model = embeddings.query_embeddings()
-        for q, results in zip(asked, retrieval.search_many(client, qdrant.collection, model, embeddings.model_id, asked, top_k)):
+        ranked = retrieval.search_many(
+            client, qdrant.collection, model, embeddings.model_id, asked, top_k, reranker=resources["reranker"].get()
+        )
+        for q, results in zip(asked, ranked):
             _print_results(q, results, as_json)
 
 
@@ -297,23 +341,24 @@ def evaluate(
         _require_collection(client, qdrant.collection)
         ranked = retrieval.search_many(
             client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, [q.text for q in questions],
-            top_k,
+            top_k, reranker=resources["reranker"].get(),
         )
-    metrics = evaluation.evaluate(questions, ranked)
+    asked = evaluation.folder_questions(resources["transcript_source"].path())
+    metrics = evaluation.evaluate(questions, ranked, asked=asked)
     if as_json:
         print(json.dumps(metrics), flush=True)
         return
-    table = Table(title=f"pstuts evaluate: {len(questions)} questions, top {top_k}")
-    table.add_column("k", justify="right")
-    table.add_column("hit@k", justify="right")
-    table.add_column("link@k", justify="right")
-    for k in evaluation.KS:
-        if k <= top_k:
-            table.add_row(str(k), f"{metrics[f'hit@{k}']:.3f}", f"{metrics[f'link@{k}']:.3f}")
+    single = int(metrics[f"{evaluation.UNAMBIGUOUS}_questions"])
+    table = Table(title=f"pstuts evaluate: {len(questions)} questions ({single} asked of one video only), top {top_k}")
+    table.add_column("metric")
+    table.add_column("all", justify="right")
+    table.add_column("asked of one video", justify="right")
+    names = [f"{kind}@{k}" for kind in ("hit", "link") for k in evaluation.KS if k <= top_k]
+    for name in [*names, *(f"video@{k}" for k in evaluation.VIDEO_KS), "mrr@10"]:
+        table.add_row(name, f"{metrics[name]:.3f}", f"{metrics[f'{evaluation.UNAMBIGUOUS}_{name}']:.3f}")
     out = Console()
     out.print(table)
-    out.print(f"mrr@10 {metrics['mrr@10']:.3f}; median distance from the first hit's link to the answer "
-              f"{metrics['median_link_distance_s']:.1f} s")
+    out.print(f"median distance from the first hit's link to the answer {metrics['median_link_distance_s']:.1f} s")
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from filelock import FileLock, Timeout
 from langchain_core.embeddings import Embeddings
 from pydantic import Field
 
-from pstuts_pipeline import embedding, tuning
+from pstuts_pipeline import embedding, reranker_training, reranking, tuning
 from pstuts_pipeline.chat import ChatSettings
 from pstuts_pipeline.chunking import ChunkerSettings
 from pstuts_pipeline.redaction import redact
@@ -84,6 +84,21 @@ class EmbeddingsResource(dg.ConfigurableResource):
     def window(self) -> tuple[int, int]:
         """(input window in tokens, special tokens spent of it)."""
         return embedding.window_tokens(self.spec)
+
+
+class RerankerResource(dg.ConfigurableResource):
+    """The cross-encoder that rescores search's best candidates (PSTUTS_RERANKER); search runs without it when unset."""
+
+    model: str = Field(default="", description="A folder written by `pstuts tune-reranker` (empty: no reranker).")
+    depth: int = Field(default=reranking.DEPTH, ge=1, description="First-stage candidates rescored per question.")
+    phrases: int = Field(default=reranking.PHRASES_PER_CHUNK, ge=1, description="Phrases of each candidate it reads.")
+    weight: float = Field(default=reranking.WEIGHT, description="Weight of its standardised score in the sum.")
+
+    def get(self) -> reranking.Reranker | None:
+        """The reranker, loaded once per process, or None when none is configured."""
+        if not self.model:
+            return None
+        return reranking.load_reranker(self.model, reranking.RerankSettings(self.depth, self.phrases, self.weight))
 
 
 class ChunkingResource(dg.ConfigurableResource):
@@ -229,6 +244,11 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
             batch_size=env_int("PSTUTS_EMBEDDING_BATCH_SIZE", 32),
             precision=_env("PSTUTS_EMBEDDING_PRECISION", "float32"),
             cache_dir=os.environ.get("PSTUTS_EMBEDDING_CACHE_DIR"),
+        ),
+        "reranker": RerankerResource(
+            model=reranker_training.resolve_reranker(_env("PSTUTS_RERANKER")),
+            depth=env_int("PSTUTS_RERANK_DEPTH", reranking.DEPTH),
+            phrases=env_int("PSTUTS_RERANK_PHRASES", reranking.PHRASES_PER_CHUNK),
         ),
         "chunking_settings": ChunkingResource(
             buffer_size=env_int("PSTUTS_CHUNKER_BUFFER_SIZE", ChunkerSettings.buffer_size),

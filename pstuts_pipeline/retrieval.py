@@ -15,7 +15,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from qdrant_client import QdrantClient, models
 
-from pstuts_pipeline import lexical, vectorstore
+from pstuts_pipeline import lexical, reranking, vectorstore
 
 # Candidates asked of each ranking; the fused top-k comes from their union.
 CANDIDATES = 100
@@ -59,11 +59,18 @@ def dense_query_text(question: str) -> str:
     return stripped or question
 
 
-def best_sentence(question_vector: np.ndarray, sentence_vectors: np.ndarray, sentence_texts: list[str], question: str) -> int:
-    """The phrase of a chunk that best answers the question: dense similarity plus a share of shared terms."""
+def sentence_scores(
+    question_vector: np.ndarray, sentence_vectors: np.ndarray, sentence_texts: list[str], question: str
+) -> np.ndarray:
+    """How well each phrase of a chunk answers the question: dense similarity plus a share of shared terms."""
     dense = sentence_vectors @ question_vector
     share = np.asarray(lexical.term_share(question, sentence_texts))
-    return int(np.argmax(dense + LINK_TERM_WEIGHT * share))
+    return dense + LINK_TERM_WEIGHT * share
+
+
+def best_sentence(question_vector: np.ndarray, sentence_vectors: np.ndarray, sentence_texts: list[str], question: str) -> int:
+    """The phrase of a chunk that best answers the question."""
+    return int(np.argmax(sentence_scores(question_vector, sentence_vectors, sentence_texts, question)))
 
 
 def fuse(rankings: Sequence[tuple[Sequence[models.ScoredPoint], float]]) -> list[tuple[Any, float]]:
@@ -87,20 +94,38 @@ def _link(url: str, seconds: float) -> str:
     return f"{url.split('#')[0]}#t={seconds:.1f}"
 
 
-def to_result(record: models.Record, score: float, question_vector: np.ndarray, question: str) -> SearchResult:
-    """Pick the link sentence inside a retrieved chunk and shape the result."""
-    payload = record.payload or {}
+@dataclass
+class Candidate:
+    """A first-stage candidate chunk: its record, fused score, and its spoken phrases scored for the link."""
+
+    record: models.Record
+    score: float
+    spoken: list[int]  # positions of the phrases with words, in the chunk's phrase lists
+    texts: list[str]
+    link_scores: np.ndarray  # one per spoken phrase; empty when the record has no phrase vectors
+    choice: int = 0  # the linked phrase, a position in `spoken`
+
+
+def candidate(record: models.Record, score: float, question_vector: np.ndarray, question: str) -> Candidate:
+    """Score a retrieved chunk's phrases for the link and pick the best one."""
+    meta = (record.payload or {})["metadata"]
+    text = (record.payload or {})["page_content"]
+    spans = meta["phrase_char_spans"]
+    spoken = [i for i, (a, b) in enumerate(spans) if b > a] or [0]
+    texts = [text[slice(*spans[i])] for i in spoken]
+    vectors = np.asarray((record.vector or {}).get(vectorstore.SENTENCE_VECTORS) or [], dtype=np.float32)
+    scores = sentence_scores(question_vector, vectors, texts, question) if len(vectors) == len(spoken) else np.zeros(0)
+    return Candidate(record, score, spoken, texts, scores, int(np.argmax(scores)) if len(scores) else 0)
+
+
+def to_result(found: Candidate) -> SearchResult:
+    """Shape a candidate as a result linked to its chosen phrase."""
+    payload = found.record.payload or {}
     meta = payload["metadata"]
     text = payload["page_content"]
-    spans = meta["phrase_char_spans"]
-    spoken = [i for i, (a, b) in enumerate(spans) if b > a]
-    vectors = np.asarray((record.vector or {}).get(vectorstore.SENTENCE_VECTORS) or [], dtype=np.float32)
-    if spoken and len(vectors) == len(spoken):
-        choice = spoken[best_sentence(question_vector, vectors, [text[slice(*spans[i])] for i in spoken], question)]
-    else:
-        choice = spoken[0] if spoken else 0
+    choice = found.spoken[found.choice]
     link_time = float(meta["speech_start_stop_times"][choice][0])
-    a, b = spans[choice]
+    a, b = meta["phrase_char_spans"][choice]
     return SearchResult(
         video_id=meta["video_id"],
         title=meta["title"],
@@ -109,12 +134,41 @@ def to_result(record: models.Record, score: float, question_vector: np.ndarray, 
         stop=meta["stop"],
         link_time=link_time,
         link=_link(meta["url"], link_time),
-        score=float(score),
+        score=float(found.score),
         text=text,
         chunk_index=meta["chunk_index"],
         link_sent_id=meta["sent_ids"][choice],
         link_sentence=text[a:b],
     )
+
+
+def rerank(reranker: reranking.Reranker, questions: Sequence[str], pools: list[list[Candidate]], top_k: int) -> list[list[Candidate]]:
+    """Rescore each question's candidates with the cross-encoder in one batch; keep the top-k by the combined score.
+
+    A chunk's cross-encoder score is that of its best phrase among its top few by the link score; the link then
+    goes to that phrase.
+    """
+    settings = reranker.settings
+    pairs, owners = [], []
+    for number, (question, pool) in enumerate(zip(questions, pools, strict=True)):
+        query = dense_query_text(question)
+        for slot, found in enumerate(pool):
+            for position in reranking.top_phrases(found.link_scores, settings.phrases) or [found.choice]:
+                pairs.append((query, found.texts[position]))
+                owners.append((number, slot, position))
+    scores = reranker.score(pairs)
+    best: dict[tuple[int, int], tuple[float, int]] = {}
+    for (number, slot, position), value in zip(owners, scores, strict=True):
+        if (number, slot) not in best or value > best[number, slot][0]:
+            best[number, slot] = (float(value), position)
+    reranked = []
+    for number, pool in enumerate(pools):
+        cross = reranking.standardised(np.array([best[number, slot][0] for slot in range(len(pool))]))
+        for slot, found in enumerate(pool):
+            found.score += settings.weight * float(cross[slot])
+            found.choice = best[number, slot][1]
+        reranked.append(sorted(pool, key=lambda c: c.score, reverse=True)[:top_k])
+    return reranked
 
 
 def check_model(client: QdrantClient, collection: str, model_id: str) -> None:
@@ -143,8 +197,12 @@ def search_many(
     questions: Sequence[str],
     top_k: int = 5,
     query_filter: models.Filter | None = None,
+    reranker: reranking.Reranker | None = None,
 ) -> list[list[SearchResult]]:
-    """Answer many questions with one embedding batch, one batch of Qdrant queries and one payload fetch."""
+    """Answer many questions with one embedding batch, one batch of Qdrant queries and one payload fetch.
+
+    With a reranker, the first stage's top `reranker.settings.depth` candidates are rescored in one batch.
+    """
     check_model(client, collection, model_id)
     if not questions:
         return []
@@ -161,16 +219,20 @@ def search_many(
     for number, request, response in zip(owners, requests, responses, strict=True):
         weight = 1.0 if request.using == vectorstore.SENTENCE_VECTORS else LEXICAL_WEIGHT
         rankings[number].append((response.points, weight))
-    chosen = [fuse(r)[:top_k] for r in rankings]
+    depth = max(reranker.settings.depth, top_k) if reranker else top_k
+    chosen = [fuse(r)[:depth] for r in rankings]
     ids = list(dict.fromkeys(pid for hits in chosen for pid, _ in hits))
     records = {
         r.id: r
         for r in client.retrieve(collection, ids=ids, with_payload=True, with_vectors=[vectorstore.SENTENCE_VECTORS])
     }
-    return [
-        [to_result(records[pid], score, np.asarray(vector, dtype=np.float32), question) for pid, score in hits]
+    pools = [
+        [candidate(records[pid], score, np.asarray(vector, dtype=np.float32), question) for pid, score in hits]
         for question, vector, hits in zip(questions, vectors, chosen, strict=True)
     ]
+    if reranker:
+        pools = rerank(reranker, questions, pools, top_k)
+    return [[to_result(found) for found in pool] for pool in pools]
 
 
 def search(
@@ -180,6 +242,7 @@ def search(
     model_id: str,
     question: str,
     top_k: int = 5,
+    reranker: reranking.Reranker | None = None,
 ) -> list[SearchResult]:
     """The top-k distinct chunks for one question, each linked to its best phrase."""
-    return search_many(client, collection, embeddings, model_id, [question], top_k)[0]
+    return search_many(client, collection, embeddings, model_id, [question], top_k, reranker=reranker)[0]

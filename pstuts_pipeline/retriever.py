@@ -9,7 +9,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 from qdrant_client import QdrantClient
 
-from pstuts_pipeline import retrieval
+from pstuts_pipeline import reranking, retrieval
 
 
 def result_document(result: retrieval.SearchResult) -> Document:
@@ -32,7 +32,10 @@ class PstutsRetriever(BaseRetriever):
     embeddings: Embeddings
     model_id: str = Field(description="The id of `embeddings`, checked against the model the collection was built with.")
     k: int = Field(default=5, ge=1, description="Documents per question.")
+    reranker: reranking.Reranker | None = Field(
+        default=None, description="Rescores the best candidates (`RerankerResource.get()`); None: first stage only."
+    )
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        results = retrieval.search(self.client, self.collection, self.embeddings, self.model_id, query, self.k)
+        results = retrieval.search(self.client, self.collection, self.embeddings, self.model_id, query, self.k, self.reranker)
         return [result_document(r) for r in results]

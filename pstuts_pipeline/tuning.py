@@ -3,30 +3,24 @@
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import os
 import random
-import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pstuts_pipeline import chunking, embedding
+from pstuts_pipeline import chunking, embedding, model_versions
 from pstuts_pipeline.settings import storage_dir
 from pstuts_pipeline.transcripts import load_catalog, qa_pairs, repair_times
 
-BASE_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-CARD_FILE = "pstuts_tuning.json"
-LATEST = "latest"
 EVALUATOR_NAME = "pstuts-dev"
 # The dev metrics kept in the card, by their short name, from InformationRetrievalEvaluator's keys.
 CARD_METRICS = ("accuracy@1", "accuracy@5", "accuracy@10", "mrr@10", "ndcg@10")
-Log = Callable[[str], None]
+Log = model_versions.Log
 Encode = Callable[[list[str]], Any]  # texts -> normalized vectors, one row each
+Score = Callable[[list[str], list[str]], Any]  # (questions, passages) -> scores, one row per question
 
 
 class TuningDataError(ValueError):
@@ -154,10 +148,19 @@ def training_pairs(split: Split) -> dict[str, list[str]]:
     return {"anchor": [e.question for e in examples], "positive": [e.passage for e in examples]}
 
 
+def dense_scores(encode: Encode) -> Score:
+    """Cosine of question and passage vectors: how the embedder ranks passages."""
+
+    def score(questions: list[str], texts: list[str]) -> Any:
+        return encode(questions) @ encode(texts).T
+
+    return score
+
+
 def cross_video_negatives(
-    examples: Sequence[QAExample], passages: dict[str, str], encode: Encode, top_k: int, seed: int
-) -> list[str]:
-    """For each example, a random one of the `top_k` passages most like its question among those of other videos.
+    examples: Sequence[QAExample], passages: dict[str, str], score: Score, top_k: int, seed: int, count: int = 1
+) -> list[list[str]]:
+    """For each example, `count` random ones of the `top_k` passages `score` ranks highest among other videos'.
 
     A text that also occurs in the question's own video is never picked, nor the positive itself.
     """
@@ -167,9 +170,8 @@ def cross_video_negatives(
     for key, text in passages.items():
         videos_of.setdefault(text, set()).add(int(key.split(":")[0]))
     texts = list(videos_of)
-    vectors = encode(texts)
     questions = list(dict.fromkeys(e.question for e in examples))
-    scores = dict(zip(questions, encode(questions) @ vectors.T, strict=True))
+    scores = dict(zip(questions, score(questions, texts), strict=True))
     rng = random.Random(seed)
     negatives = []
     for e in examples:
@@ -182,14 +184,14 @@ def cross_video_negatives(
                     break
         if not candidates:
             raise TuningDataError(f"video {e.video_id}: no passage of another video to use as a negative")
-        negatives.append(rng.choice(candidates))
+        negatives.append([rng.choice(candidates)] if count == 1 else rng.sample(candidates, min(count, len(candidates))))
     return negatives
 
 
 def training_triplets(split: Split, encode: Encode, top_k: int, seed: int) -> dict[str, list[str]]:
     """(anchor, positive, negative) columns: each distinct pair with a hard negative from another video."""
-    negatives = cross_video_negatives(distinct_examples(split), split.passages, encode, top_k, seed)
-    return {**training_pairs(split), "negative": negatives}
+    negatives = cross_video_negatives(distinct_examples(split), split.passages, dense_scores(encode), top_k, seed)
+    return {**training_pairs(split), "negative": [n for n, in negatives]}
 
 
 def length_grouped_batches(
@@ -251,13 +253,6 @@ def _batch_sampler_class():
     return LengthGroupedNoDuplicatesSampler
 
 
-def native_bf16() -> bool:
-    """Whether this CPU computes bfloat16 natively; elsewhere bf16 autocast is slower than float32."""
-    import torch
-
-    return bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
-
-
 def dev_evaluator(split: Split, batch_size: int = 64):
     """Dev questions against every phrase passage of the dev videos; the answer phrase is the one relevant hit."""
     from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
@@ -289,12 +284,6 @@ def card_metrics(results: dict[str, float]) -> dict[str, float]:
     return short
 
 
-def version_name(base_sha256: str, data: list[dict[str, Any]], settings: TuningSettings, created: datetime) -> str:
-    """A folder name that sorts by time and says which inputs made it."""
-    inputs = json.dumps({"base": base_sha256, "data": [d["sha256"] for d in data], **asdict(settings)}, sort_keys=True)
-    return f"minilm-pstuts-{created:%Y%m%dT%H%M%SZ}-{hashlib.sha256(inputs.encode()).hexdigest()[:8]}"
-
-
 def tuned_models_dir() -> Path:
     """Where tuned model versions go by default, and where `latest` looks for them."""
     return Path(os.environ.get("PSTUTS_TUNED_MODELS_DIR") or storage_dir() / "tuned_models")
@@ -302,46 +291,27 @@ def tuned_models_dir() -> Path:
 
 def read_card(folder: Path) -> dict[str, Any]:
     """The tuning card of a model folder."""
-    return json.loads((Path(folder) / CARD_FILE).read_text())
-
-
-def latest_model(root: Path | None = None) -> Path:
-    """The newest complete model version under `root` (a folder counts once its card is written)."""
-    root = Path(root) if root else tuned_models_dir()
-    versions = sorted(
-        (read_card(card.parent)["created"], card.parent) for card in root.glob(f"*/{CARD_FILE}")
-    ) if root.is_dir() else []
-    if not versions:
-        raise FileNotFoundError(f"{root}: no tuned model yet (PSTUTS_EMBEDDING_MODEL=latest); run `pstuts tune` first")
-    return versions[-1][1]
+    return model_versions.read_card(folder)
 
 
 def resolve_model(value: str) -> str:
     """PSTUTS_EMBEDDING_MODEL as a folder: `latest` means the newest tuned version, anything else is kept."""
-    return str(latest_model()) if value.strip().lower() == LATEST else value
+    return model_versions.resolve(value, tuned_models_dir(), "run `pstuts tune` first (PSTUTS_EMBEDDING_MODEL=latest)")
 
 
-def _progress_callback(log: Log):
-    from transformers import TrainerCallback
-
-    class LogProgress(TrainerCallback):
-        """Forward the trainer's loss and dev metrics to the caller's log as they come."""
-
-        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001, ANN201 - transformers' hook
-            shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in (logs or {}).items()}
-            log(f"step {state.global_step}/{state.max_steps}: {shown}")
-
-    return LogProgress()
-
-
-def _history(log_history: list[dict[str, Any]]) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
-    losses = [{"step": h["step"], "loss": round(h["loss"], 4)} for h in log_history if "loss" in h]
-    evals = [
-        {"step": h["step"], **card_metrics({k: v for k, v in h.items() if EVALUATOR_NAME in k})}
-        for h in log_history
-        if any(EVALUATOR_NAME in k for k in h)
-    ]
-    return losses, evals
+def training_inputs(
+    train_files: Sequence[Path], dev_files: Sequence[Path], base_model: Path | None, buffer_size: int
+) -> tuple[Path, Split, Split]:
+    """(base model folder, train split, dev split), checked: the bundled model's sha256, no dev video in training."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    base = Path(base_model) if base_model else embedding.bundled_model_path()
+    if base_model is None:
+        embedding.verify_bundled_model(base)
+    train_split = load_split(train_files, buffer_size)
+    dev_split = load_split(dev_files, buffer_size)
+    check_disjoint(train_split, dev_split)
+    return base, train_split, dev_split
 
 
 def train(
@@ -353,14 +323,8 @@ def train(
     log: Log = print,
 ) -> TuningResult:
     """Fine-tune the base model on the training files' questions, validate on dev, write a new model version."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(settings.threads)
-    try:
+    with model_versions.torch_threads(settings.threads):
         return _train(train_files, dev_files, out_root, settings, base_model, log)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _train(
@@ -372,23 +336,14 @@ def _train(
     log: Log,
 ) -> TuningResult:
     started = time.perf_counter()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import sentence_transformers
-    import torch
+    base, train_split, dev_split = training_inputs(train_files, dev_files, base_model, settings.buffer_size)
     import transformers
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
 
-    base = Path(base_model) if base_model else embedding.bundled_model_path()
-    if base_model is None:
-        embedding.verify_bundled_model(base)
-    train_split = load_split(train_files, settings.buffer_size)
-    dev_split = load_split(dev_files, settings.buffer_size)
-    check_disjoint(train_split, dev_split)
-    settings = replace(settings, bf16=native_bf16() if settings.bf16 is None else settings.bf16)
+    settings = replace(settings, bf16=model_versions.native_bf16() if settings.bf16 is None else settings.bf16)
     model = SentenceTransformer(str(base), device="cpu", local_files_only=True)
     window = model.max_seq_length
     model.max_seq_length = settings.max_seq_length
@@ -408,28 +363,10 @@ def _train(
     log(f"base model on dev: {base_metrics}")
 
     out_root = Path(out_root) if out_root else tuned_models_dir()
-    created = datetime.now(UTC)
     base_sha = embedding._sha256(base / "model.safetensors")
-    name = version_name(base_sha, train_split.files, settings, created)
-    staging = out_root / f".{name}.partial"
-    args = SentenceTransformerTrainingArguments(
-        output_dir=str(staging / "checkpoints"),
-        num_train_epochs=settings.epochs,
-        max_steps=settings.max_steps if settings.max_steps > 0 else -1,
-        per_device_train_batch_size=settings.batch_size,
-        learning_rate=settings.learning_rate,
-        warmup_steps=settings.warmup_ratio,
-        batch_sampler=_batch_sampler_class(),
-        eval_strategy="steps" if settings.eval_steps > 0 else "no",
-        eval_steps=settings.eval_steps if settings.eval_steps > 0 else None,
-        save_strategy="no",
-        logging_steps=10,
-        report_to="none",
-        disable_tqdm=True,
-        use_cpu=True,
-        bf16=settings.bf16,
-        seed=settings.seed,
-        data_seed=settings.seed,
+    name, created, staging = model_versions.new_version(out_root, "minilm-pstuts", base_sha, train_split.files, settings)
+    args = model_versions.training_arguments(
+        SentenceTransformerTrainingArguments, staging, settings, batch_sampler=_batch_sampler_class()
     )
     trainer = SentenceTransformerTrainer(
         model=model,
@@ -437,7 +374,7 @@ def _train(
         train_dataset=Dataset.from_dict(columns),
         loss=MultipleNegativesRankingLoss(model),
         evaluator=evaluator,
-        callbacks=[_progress_callback(log)],
+        callbacks=[model_versions.progress_callback(log)],
     )
     trainer.remove_callback(transformers.PrinterCallback)  # it prints every log to stdout; ours goes to `log`
     train_started, cpu_started = time.perf_counter(), time.process_time()
@@ -448,38 +385,13 @@ def _train(
 
     model.max_seq_length = window  # the pipeline sizes chunks by this window: keep it as the base model's
     model.save(str(staging))
-    shutil.rmtree(staging / "checkpoints", ignore_errors=True)
-    losses, evals = _history(trainer.state.log_history)
-    card = {
-        "name": name,
-        "created": created.isoformat(),
-        "base_model": {"name": BASE_MODEL_NAME, "path": str(base), "sha256": base_sha},
-        "model_sha256": embedding._sha256(staging / "model.safetensors"),
-        "training_data": train_split.files,
-        "dev_data": dev_split.files,
-        "pairs": len(columns["anchor"]),
-        "hard_negatives": "negative" in columns,  # a single training video has no other video to draw them from
-        "skipped_questions": {"train": train_split.skipped_questions, "dev": dev_split.skipped_questions},
-        "loss": "MultipleNegativesRankingLoss",
-        "settings": asdict(settings),
-        "steps": trainer.state.global_step,
-        "metrics": {"dev_base": base_metrics, "dev_tuned": tuned_metrics},
-        "eval_history": evals,
-        "loss_history": losses,
-        "seconds": {
-            "training": round(train_seconds, 1),
-            "training_cpu": round(cpu_seconds, 1),
-            "total": round(time.perf_counter() - started, 1),
-        },
-        "versions": {
-            "sentence_transformers": sentence_transformers.__version__,
-            "transformers": transformers.__version__,
-            "torch": torch.__version__,
-        },
-        "note": "Trained on PsTuts-VQA questions (CC BY-NC): the weights may carry its non-commercial terms.",
-    }
-    (staging / CARD_FILE).write_text(json.dumps(card, indent=2))
-    folder = out_root / name
-    staging.rename(folder)  # `latest` only ever sees complete versions
-    log(f"model written to {folder}")
+    card = model_versions.card(
+        name, created, base, base_sha, staging, train_split, dev_split, settings, trainer, card_metrics, EVALUATOR_NAME,
+        {"training": train_seconds, "training_cpu": cpu_seconds, "total": time.perf_counter() - started},
+        pairs=len(columns["anchor"]),
+        hard_negatives="negative" in columns,  # a single training video has no other video to draw them from
+        loss="MultipleNegativesRankingLoss",
+        metrics={"dev_base": base_metrics, "dev_tuned": tuned_metrics},
+    )
+    folder = model_versions.publish(staging, card, log)
     return TuningResult(folder, card)

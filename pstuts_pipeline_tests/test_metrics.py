@@ -69,6 +69,41 @@ def test_evaluate_pairs_questions_with_their_results():
         evaluation.evaluate(questions, [[]])
 
 
+def test_video_rank_is_the_first_result_from_the_answers_video_chunk_or_not():
+    judged = judge(QUESTION, [Hit(8, 90, 110, 100), Hit(7, 0, 20, 5), Hit(7, 90, 110, 100)])
+    assert (judged.video_rank, judged.hit_rank) == (2, 3)
+    m = summarize([judged, judge(QUESTION, [Hit(7, 0, 20, 5)]), judge(QUESTION, [Hit(9, 0, 1, 0)] * 5 + [Hit(7, 0, 1, 0)])])
+    assert (m["video@1"], m["video@5"]) == (pytest.approx(1 / 3), pytest.approx(2 / 3))
+
+
+def test_questions_asked_of_several_videos_are_ambiguous_with_case_and_punctuation_folded():
+    asked = [
+        Question(1, 1, "What tool did he use?", 0.0, 1.0),
+        Question(2, 4, "what tool did he use", 0.0, 1.0),  # same text, another video
+        Question(1, 2, "How do I crop?", 0.0, 1.0),
+        Question(1, 3, "how do i   CROP", 0.0, 1.0),  # same text, same video: still one video
+        Question(3, 1, "What is a clipping mask?", 0.0, 1.0),
+    ]
+    assert evaluation.folded(" What-tool, did he_use?? ") == "what tool did he use"
+    assert evaluation.unambiguous(asked) == [False, False, True, True, True]
+    # Asked of a video outside the scored questions (e.g. a train video when scoring dev) counts too.
+    other = [Question(9, 1, "What is a CLIPPING mask", 0.0, 1.0)]
+    assert evaluation.unambiguous(asked[2:], other) == [True, True, False]
+
+
+def test_evaluate_reports_the_same_metrics_on_the_unambiguous_questions():
+    questions = [
+        Question(1, 1, "What tool did he use?", begin=10.0, midpoint=12.0),
+        Question(2, 1, "What tool did he use?", begin=10.0, midpoint=12.0),
+        Question(1, 2, "How do I crop?", begin=50.0, midpoint=52.0),
+    ]
+    ranked = [[Hit(1, 0, 20, 10)], [Hit(1, 0, 20, 10)], [Hit(1, 40, 60, 50)]]  # the ambiguous pair cannot both win
+    m = evaluation.evaluate(questions, ranked)
+    assert (m["questions"], m["hit@1"], m["video@1"]) == (3, pytest.approx(2 / 3), pytest.approx(2 / 3))
+    assert (m["unambiguous_questions"], m["unambiguous_hit@1"], m["unambiguous_link@1"]) == (1, 1.0, 1.0)
+    assert set(m) == {"questions", *summarize([]).keys()} | {f"unambiguous_{name}" for name in summarize([])}
+
+
 def test_questions_take_raw_times_and_repaired_ones_when_null(tmp_path):
     record = {
         "video_id": 1,

@@ -165,7 +165,7 @@ def test_retrieval_evaluation_asset_records_numeric_metrics(searchable):
     resources = searchable["resources"]
     result = dg.materialize(
         [retrieval_evaluation],
-        resources={k: resources[k] for k in ("transcript_source", "embeddings", "qdrant")},
+        resources={k: resources[k] for k in ("transcript_source", "embeddings", "qdrant", "reranker")},
         instance=searchable["instance"],
         run_config={"ops": {"retrieval_evaluation": {"config": {"qa_files": [str(searchable["qa_file"])]}}}},
     )

@@ -15,7 +15,13 @@ from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import execute_request, ingest
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.reconcile import CHANGED_REASON, FORCED_REASON, REMOVED_REASON
-from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
+from pstuts_pipeline.resources import (
+    ChunkingResource,
+    EmbeddingsResource,
+    QdrantResource,
+    RerankerResource,
+    TranscriptSource,
+)
 
 from conftest import SAMPLE_DIR
 
@@ -48,6 +54,7 @@ def test_schedules_request_changed_and_removed_videos_and_all_on_request(storage
         "embeddings": EmbeddingsResource(),
         "chunking_settings": ChunkingResource(),
         "qdrant": QdrantResource(path=str(storage / "qdrant")),
+        "reranker": RerankerResource(),
     }
     defs = build_definitions(resources)
     instance = dg.DagsterInstance.get()

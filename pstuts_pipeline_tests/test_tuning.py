@@ -204,7 +204,7 @@ def test_latest_points_the_pipeline_at_the_newest_version_and_evaluation_compare
         assert ingest(base_defs, instance).ok
         result = dg.materialize(
             [retrieval_evaluation],
-            resources={k: defs.resources[k] for k in ("transcript_source", "embeddings", "qdrant")},
+            resources={k: defs.resources[k] for k in ("transcript_source", "embeddings", "qdrant", "reranker")},
             instance=instance,
             run_config={"ops": {"retrieval_evaluation": {"config": {"compare_collection": "base"}}}},
         )

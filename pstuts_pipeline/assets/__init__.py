@@ -10,6 +10,7 @@ from pstuts_pipeline.assets.ingestion import (
     raw_transcripts,
     timestamped_chunks,
 )
+from pstuts_pipeline.assets.reranker import reranker
 from pstuts_pipeline.assets.tuning import tuned_embedder, with_embedder_version
 
 ingestion_assets = [
@@ -21,5 +22,5 @@ ingestion_assets = [
     qdrant_collection,
 ]
 INGESTION_ASSET_NAMES = [a.key.to_user_string() for a in ingestion_assets]
-tuning_assets = [tuned_embedder]
+tuning_assets = [tuned_embedder, reranker]
 evaluation_assets = [retrieval_evaluation, answer_evaluation]

@@ -11,7 +11,7 @@ from pstuts_pipeline import evaluation, retrieval
 from pstuts_pipeline.assets.collection import qdrant_collection
 from pstuts_pipeline.assets.ingestion import TranscriptSource
 from pstuts_pipeline.assets.tuning import side_by_side
-from pstuts_pipeline.resources import EmbeddingsResource, QdrantResource
+from pstuts_pipeline.resources import EmbeddingsResource, QdrantResource, RerankerResource
 
 EVALUATION_GROUP = "evaluation"
 
@@ -56,8 +56,13 @@ def retrieval_evaluation(
     transcript_source: TranscriptSource,
     embeddings: EmbeddingsResource,
     qdrant: QdrantResource,
+    reranker: RerankerResource,
 ) -> dg.MaterializeResult:
-    """hit@k, link@k and mrr@10 of `pstuts search` on PsTuts-VQA questions against the collection as it is now."""
+    """hit@k, link@k, video@k and mrr@10 of `pstuts search` on PsTuts-VQA questions against the collection as it is now.
+
+    Each metric is also reported on the questions asked of one video only (`unambiguous_*`): a question asked of
+    several videos in the data folder has no single right video.
+    """
     files = qa_paths(config.qa_files, transcript_source)
     questions = load_qa(files)
     started = time.perf_counter()
@@ -66,27 +71,33 @@ def retrieval_evaluation(
             raise dg.Failure(description=f"collection {qdrant.collection!r} does not exist: ingest first")
         ranked = retrieval.search_many(
             client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id,
-            [q.text for q in questions], max(config.top_k, max(evaluation.KS)),
+            [q.text for q in questions], max(config.top_k, max(evaluation.KS)), reranker=reranker.get(),
         )
     seconds = time.perf_counter() - started
-    metrics = evaluation.evaluate(questions, ranked)
+    asked = evaluation.folder_questions(transcript_source.path())
+    metrics = evaluation.evaluate(questions, ranked, asked=asked)
     compared = {}
     if config.compare_collection:
         with qdrant.get_client() as client:
             compared = side_by_side(
                 client, config.compare_collection, config.compare_model, embeddings, questions, metrics,
-                max(config.top_k, max(evaluation.KS)),
+                max(config.top_k, max(evaluation.KS)), reranker.get(), asked,
             )
     context.log.info(", ".join(f"{k}={v:.3f}" for k, v in metrics.items()))
+    subset = evaluation.UNAMBIGUOUS
     table = pd.DataFrame(
         {"k": list(evaluation.KS),
          "hit": [metrics[f"hit@{k}"] for k in evaluation.KS],
-         "link": [metrics[f"link@{k}"] for k in evaluation.KS]}
+         "link": [metrics[f"link@{k}"] for k in evaluation.KS],
+         f"hit ({subset})": [metrics[f"{subset}_hit@{k}"] for k in evaluation.KS],
+         f"link ({subset})": [metrics[f"{subset}_link@{k}"] for k in evaluation.KS]}
     )
     return dg.MaterializeResult(
         metadata={
-            **{name: dg.MetadataValue.float(round(value, 4)) for name, value in metrics.items() if name != "questions"},
+            **{name: dg.MetadataValue.float(round(value, 4)) for name, value in metrics.items() if "questions" not in name},
             "questions": len(questions),
+            f"{subset}_questions": int(metrics[f"{subset}_questions"]),
+            "reranker": reranker.model or "none",
             "videos_asked_about": len({q.video_id for q in questions}),
             "qa_files": dg.MetadataValue.json([str(f) for f in files]),
             "collection": qdrant.collection,

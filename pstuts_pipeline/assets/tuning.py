@@ -1,22 +1,23 @@
 """The tuned embedder as an asset, and model-dependent code versions so a new model marks its users stale."""
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pandas as pd
 from pydantic import Field
 from qdrant_client import QdrantClient
 
-from pstuts_pipeline import embedding, evaluation, retrieval, tuning
+from pstuts_pipeline import embedding, evaluation, reranking, retrieval, tuning
 from pstuts_pipeline.resources import EmbeddingsResource
 
 TUNING_GROUP = "tuning"
 DEFAULTS = tuning.TuningSettings()
 
 
-class TunedEmbedderConfig(dg.Config):
+class TrainingConfig(dg.Config):
     """What to train on and how; dev files only validate, they are never trained on."""
 
     train_files: list[str] = Field(description="PsTuts-VQA-format JSON files whose questions train the model.")
@@ -27,17 +28,32 @@ class TunedEmbedderConfig(dg.Config):
     learning_rate: float = Field(default=DEFAULTS.learning_rate, description="Peak learning rate.")
     eval_steps: int = Field(default=DEFAULTS.eval_steps, description="Dev evaluation every N steps (0 = start/end).")
     threads: int = Field(default=DEFAULTS.threads, description="Torch threads (1 suits a shared CPU best).")
-    out_dir: str = Field(default="", description="Parent folder of model versions (default: PSTUTS_TUNED_MODELS_DIR).")
+    out_dir: str = Field(default="", description="Parent folder of model versions (default: under the storage dir).")
+
+    def settings_for(self, settings_class: type) -> Any:
+        """Training settings of `settings_class` from the fields it shares with this config."""
+        names = {f.name for f in dataclasses.fields(settings_class)}
+        return settings_class(**{k: v for k, v in self.model_dump().items() if k in names})
+
+    def train_with(self, train: Callable[..., Any], settings: Any, log: Callable[[str], None]) -> Any:
+        """Call a training function on this config's files and folder; unusable inputs fail the run, not retried."""
+        try:
+            return train(
+                [Path(f) for f in self.train_files],
+                [Path(f) for f in self.dev_files],
+                Path(self.out_dir) if self.out_dir else None,
+                settings,
+                log=log,
+            )
+        except (tuning.TuningDataError, FileNotFoundError) as exc:
+            raise dg.Failure(description=str(exc), allow_retries=False) from exc
+
+
+class TunedEmbedderConfig(TrainingConfig):
+    """The embedder's training; versions go to PSTUTS_TUNED_MODELS_DIR unless out_dir is set."""
 
     def settings(self) -> tuning.TuningSettings:
-        return tuning.TuningSettings(
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            max_steps=self.max_steps,
-            learning_rate=self.learning_rate,
-            eval_steps=self.eval_steps,
-            threads=self.threads,
-        )
+        return self.settings_for(tuning.TuningSettings)
 
 
 def metrics_table(card: dict) -> dg.MetadataValue:
@@ -51,16 +67,7 @@ def metrics_table(card: dict) -> dg.MetadataValue:
 @dg.asset(group_name=TUNING_GROUP, kinds={"pytorch"})
 def tuned_embedder(context: dg.AssetExecutionContext, config: TunedEmbedderConfig) -> dg.MaterializeResult:
     """all-MiniLM-L6-v2 fine-tuned on PsTuts-VQA questions, written as a new versioned model folder."""
-    try:
-        result = tuning.train(
-            [Path(f) for f in config.train_files],
-            [Path(f) for f in config.dev_files],
-            Path(config.out_dir) if config.out_dir else None,
-            config.settings(),
-            log=context.log.info,
-        )
-    except (tuning.TuningDataError, FileNotFoundError) as exc:
-        raise dg.Failure(description=str(exc), allow_retries=False) from exc
+    result = config.train_with(tuning.train, config.settings(), context.log.info)
     card = result.card
     tuned = card["metrics"]["dev_tuned"]
     return dg.MaterializeResult(
@@ -99,25 +106,33 @@ def materialize_tuned_embedder(
     instance: dg.DagsterInstance, config: TunedEmbedderConfig, log_level: str = "INFO"
 ) -> dg.AssetMaterialization:
     """Run the asset in-process against an instance (as `pstuts tune` does) and return its materialization."""
+    return materialize_in_process(tuned_embedder, instance, config, log_level)
+
+
+def materialize_in_process(
+    asset: dg.AssetsDefinition, instance: dg.DagsterInstance, config: dg.Config, log_level: str = "INFO"
+) -> dg.AssetMaterialization:
+    """Run a training asset in-process against an instance, as the CLI does; a failure says why in one line."""
+    name = asset.key.to_user_string()
     result = dg.materialize(
-        [tuned_embedder],
+        [asset],
         instance=instance,
         run_config={
-            "ops": {"tuned_embedder": {"config": config.model_dump()}},
+            "ops": {name: {"config": config.model_dump()}},
             "loggers": {"console": {"config": {"log_level": log_level}}},
         },
         tags={"pstuts/trigger": "cli"},
         raise_on_error=False,
     )
     if not result.success:
-        failure = result.failure_data_for_node("tuned_embedder")
+        failure = result.failure_data_for_node(name)
         detail = "see the run's logs"
         if failure is not None and failure.user_failure_data is not None:
             detail = failure.user_failure_data.description or detail
         elif failure is not None and failure.error is not None:
             detail = failure.error.message.strip()
-        raise RuntimeError(f"tuned_embedder failed (run {result.run_id}): {detail}")
-    return result.asset_materializations_for_node("tuned_embedder")[0]
+        raise RuntimeError(f"{name} failed (run {result.run_id}): {detail}")
+    return result.asset_materializations_for_node(name)[0]
 
 
 def side_by_side(
@@ -128,6 +143,8 @@ def side_by_side(
     questions: Sequence[evaluation.Question],
     metrics: dict[str, float],
     top_k: int,
+    reranker: reranking.Reranker | None = None,
+    asked: Sequence[evaluation.Question] = (),
 ) -> dict[str, object]:
     """Score another collection, built with another model (e.g. base vs tuned), on the same questions.
 
@@ -136,9 +153,10 @@ def side_by_side(
     """
     spec = dataclasses.replace(embeddings.spec, model=tuning.resolve_model(model))
     texts = [q.text for q in questions]
-    other = evaluation.evaluate(
-        questions, retrieval.search_many(client, collection, embedding.load_embeddings(spec), spec.model_id, texts, top_k)
+    ranked = retrieval.search_many(
+        client, collection, embedding.load_embeddings(spec), spec.model_id, texts, top_k, reranker=reranker
     )
+    other = evaluation.evaluate(questions, ranked, asked=asked)
     names = [name for name in metrics if "@" in name]
     frame = pd.DataFrame(
         {"this": [metrics[n] for n in names], "compared": [other[n] for n in names]}, index=names

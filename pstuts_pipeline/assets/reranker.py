@@ -1,0 +1,53 @@
+"""The in-domain reranker as an asset: a cross-encoder trained on PsTuts questions, written as a versioned folder."""
+
+import dagster as dg
+import pandas as pd
+from pydantic import Field
+
+from pstuts_pipeline import reranker_training
+from pstuts_pipeline.assets.tuning import TUNING_GROUP, TrainingConfig, materialize_in_process
+
+DEFAULTS = reranker_training.RerankerSettings()
+
+
+class RerankerConfig(TrainingConfig):
+    """The reranker's training; versions go to PSTUTS_RERANKERS_DIR unless out_dir is set."""
+
+    epochs: float = Field(default=DEFAULTS.epochs, description="Passes over the training questions.")
+    batch_size: int = Field(default=DEFAULTS.batch_size, description="Questions per step, each with its negatives.")
+    max_questions: int = Field(default=DEFAULTS.max_questions, description="Training questions used (0 = all).")
+    negatives: int = Field(default=DEFAULTS.negatives, description="First-stage hard negatives per question.")
+    dev_questions: int = Field(default=DEFAULTS.dev_questions, description="Dev questions checked while training.")
+
+    def settings(self) -> reranker_training.RerankerSettings:
+        return self.settings_for(reranker_training.RerankerSettings)
+
+
+@dg.asset(group_name=TUNING_GROUP, kinds={"pytorch"})
+def reranker(context: dg.AssetExecutionContext, config: RerankerConfig) -> dg.MaterializeResult:
+    """A cross-encoder from all-MiniLM-L6-v2 trained to pick the answer phrase over other videos' first-stage hits."""
+    result = config.train_with(reranker_training.train, config.settings(), context.log.info)
+    card = result.card
+    metrics = card["metrics"]
+    frame = pd.DataFrame({"untrained": metrics["dev_untrained"], "trained": metrics["dev_trained"]})
+    return dg.MaterializeResult(
+        metadata={
+            "model_folder": dg.MetadataValue.path(str(result.folder)),
+            "base_model_sha256": card["base_model"]["sha256"],
+            "model_sha256": card["model_sha256"],
+            "pairs": card["pairs"],
+            "steps": card["steps"],
+            "training_seconds": card["seconds"]["training"],
+            "seconds": card["seconds"]["total"],
+            **{f"dev_{name}": value for name, value in metrics["dev_trained"].items()},
+            "dev_metrics": dg.MetadataValue.md(frame.round(4).to_markdown()),
+            "training_data": dg.MetadataValue.json(card["training_data"]),
+            "settings": dg.MetadataValue.json(card["settings"]),
+        },
+        data_version=dg.DataVersion(card["model_sha256"]),
+    )
+
+
+def materialize_reranker(instance: dg.DagsterInstance, config: RerankerConfig) -> dg.AssetMaterialization:
+    """Run the asset in-process against an instance (as `pstuts tune-reranker` does) and return its materialization."""
+    return materialize_in_process(reranker, instance, config)

@@ -1,0 +1,175 @@
+"""Versioned model folders with a card, shared by the tuned embedder and the reranker (no Dagster).
+
+A training run writes into a hidden staging folder and renames it once its card is written, so `latest` only
+ever sees complete versions. The card records the base model and data with their sha256, the settings, the
+metrics and the seconds spent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pstuts_pipeline.embedding import _sha256
+
+BASE_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+CARD_FILE = "pstuts_tuning.json"
+LATEST = "latest"
+NOTE = "Trained on PsTuts-VQA questions (CC BY-NC): the weights may carry its non-commercial terms."
+Log = Callable[[str], None]
+
+
+def version_name(prefix: str, base_sha256: str, data: list[dict[str, Any]], settings: Any, created: datetime) -> str:
+    """A folder name that sorts by time and says which inputs made it."""
+    inputs = json.dumps({"base": base_sha256, "data": [d["sha256"] for d in data], **asdict(settings)}, sort_keys=True)
+    return f"{prefix}-{created:%Y%m%dT%H%M%SZ}-{hashlib.sha256(inputs.encode()).hexdigest()[:8]}"
+
+
+def read_card(folder: Path) -> dict[str, Any]:
+    """The card of a model folder."""
+    return json.loads((Path(folder) / CARD_FILE).read_text())
+
+
+def latest_version(root: Path, how_to_make_one: str) -> Path:
+    """The newest complete version under `root` (a folder counts once its card is written)."""
+    cards = sorted(root.glob(f"*/{CARD_FILE}")) if root.is_dir() else []
+    versions = sorted((read_card(card.parent)["created"], card.parent) for card in cards)
+    if not versions:
+        raise FileNotFoundError(f"{root}: no trained version yet; {how_to_make_one}")
+    return versions[-1][1]
+
+
+def resolve(value: str, root: Path, how_to_make_one: str) -> str:
+    """A setting naming a model folder: `latest` means the newest version under `root`, anything else is kept."""
+    return str(latest_version(root, how_to_make_one)) if value.strip().lower() == LATEST else value
+
+
+def new_version(out_root: Path, prefix: str, base_sha256: str, data: list[dict[str, Any]], settings: Any) -> tuple[str, datetime, Path]:
+    """(name, creation time, staging folder) of a version about to be trained."""
+    created = datetime.now(UTC)
+    name = version_name(prefix, base_sha256, data, settings, created)
+    return name, created, Path(out_root) / f".{name}.partial"
+
+
+def publish(staging: Path, card: dict[str, Any], log: Log) -> Path:
+    """Write the card, drop trainer checkpoints, and make the version visible under its final name."""
+    shutil.rmtree(staging / "checkpoints", ignore_errors=True)
+    (staging / CARD_FILE).write_text(json.dumps(card, indent=2))
+    folder = staging.parent / card["name"]
+    staging.rename(folder)
+    log(f"model written to {folder}")
+    return folder
+
+
+def library_versions() -> dict[str, str]:
+    """The versions of the training stack, for the card."""
+    import sentence_transformers
+    import torch
+    import transformers
+
+    return {
+        "sentence_transformers": sentence_transformers.__version__,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+    }
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """Train with this many torch threads, then give the process its own setting back."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively; elsewhere bf16 autocast is slower than float32."""
+    import torch
+
+    return bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
+
+
+def progress_callback(log: Log):  # -> transformers.TrainerCallback, imported lazily
+    """A trainer callback that forwards loss and dev metrics to the caller's log as they come."""
+    from transformers import TrainerCallback
+
+    class LogProgress(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001, ANN201 - transformers' hook
+            shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in (logs or {}).items()}
+            log(f"step {state.global_step}/{state.max_steps}: {shown}")
+
+    return LogProgress()
+
+
+def history(
+    log_history: list[dict[str, Any]], evaluator_name: str, short: Callable[[dict[str, float]], dict[str, float]]
+) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """(losses, dev evaluations) by step from a trainer's log history, metrics under their short names."""
+    losses = [{"step": h["step"], "loss": round(h["loss"], 4)} for h in log_history if "loss" in h]
+    evals = [
+        {"step": h["step"], **short({k: v for k, v in h.items() if evaluator_name in k})}
+        for h in log_history
+        if any(evaluator_name in k for k in h)
+    ]
+    return losses, evals
+
+
+def training_arguments(arguments_class: type, staging: Path, settings: Any, **extra: Any) -> Any:
+    """The trainer's arguments from our settings: CPU, no checkpoints, no tqdm, dev checks every `eval_steps`."""
+    return arguments_class(
+        output_dir=str(staging / "checkpoints"),
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps if settings.max_steps > 0 else -1,
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        warmup_steps=settings.warmup_ratio,
+        eval_strategy="steps" if settings.eval_steps > 0 else "no",
+        eval_steps=settings.eval_steps if settings.eval_steps > 0 else None,
+        save_strategy="no",
+        logging_steps=10,
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+        bf16=settings.bf16,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        **extra,
+    )
+
+
+def card(
+    name: str, created: datetime, base: Path, base_sha256: str, staging: Path, train: Any, dev: Any, settings: Any,
+    trainer: Any, short: Callable[[dict[str, float]], dict[str, float]], evaluator_name: str, seconds: dict[str, float],
+    **fields: Any,
+) -> dict[str, Any]:
+    """The card every version carries: what it was made from (with sha256), how, how well, and how long it took."""
+    losses, evals = history(trainer.state.log_history, evaluator_name, short)
+    return {
+        "name": name,
+        "created": created.isoformat(),
+        "base_model": {"name": BASE_MODEL_NAME, "path": str(base), "sha256": base_sha256},
+        "model_sha256": _sha256(staging / "model.safetensors"),
+        "training_data": train.files,
+        "dev_data": dev.files,
+        "skipped_questions": {"train": train.skipped_questions, "dev": dev.skipped_questions},
+        "settings": asdict(settings),
+        "steps": trainer.state.global_step,
+        **fields,
+        "eval_history": evals,
+        "loss_history": losses,
+        "seconds": {k: round(v, 1) for k, v in seconds.items()},
+        "versions": library_versions(),
+        "note": NOTE,
+    }

@@ -1,0 +1,74 @@
+"""Query time: a trained cross-encoder rescoring the first stage's best candidates (PSTUTS_RERANKER).
+
+It reads the question with each candidate chunk's most promising phrases (by the link score), so a chunk is
+scored by its best phrase, as the first stage scores it; its score is standardised over the candidates and added
+to the first stage's fused score with a weight. Depth, phrases per chunk and weight were chosen on dev
+(benchmarks/rerank_benchmark.py) for quality within the single-question latency goal.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+# Measured on dev, see the README's Reranker section.
+DEPTH = 10
+PHRASES_PER_CHUNK = 2
+WEIGHT = 1.0
+
+
+@dataclass(frozen=True)
+class RerankSettings:
+    """How many first-stage candidates are rescored, with how many phrases each, and how much the score counts."""
+
+    depth: int = DEPTH
+    phrases: int = PHRASES_PER_CHUNK
+    weight: float = WEIGHT
+
+
+class Reranker:
+    """A trained cross-encoder folder, loaded once per process, and how search uses it."""
+
+    def __init__(self, folder: Path, settings: RerankSettings = RerankSettings()):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        from sentence_transformers.cross_encoder import CrossEncoder
+
+        if not (Path(folder) / "config.json").exists():
+            raise FileNotFoundError(f"{folder}: not a reranker folder (PSTUTS_RERANKER); train one with `pstuts tune-reranker`")
+        self.folder = Path(folder)
+        self.settings = settings
+        self.model = CrossEncoder(str(folder), device="cpu", local_files_only=True)
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """The cross-encoder's logit for each (question, phrase) pair, shortest pairs batched together."""
+        if not pairs:
+            return np.zeros(0, dtype=np.float32)
+        import torch
+
+        # float32: bfloat16 autocast took 1.6x as long here (AVX512-BF16 without AMX).
+        with torch.inference_mode():
+            scores = self.model.predict(list(pairs), batch_size=64, show_progress_bar=False, activation_fn=torch.nn.Identity())
+        return np.asarray(scores, dtype=np.float32).reshape(-1)
+
+
+@functools.cache
+def load_reranker(folder: str, settings: RerankSettings = RerankSettings()) -> Reranker:
+    """The reranker of a folder, loaded once per process."""
+    return Reranker(Path(folder), settings)
+
+
+def standardised(scores: np.ndarray) -> np.ndarray:
+    """Zero mean and unit spread over the candidates, so the cross-encoder's scale does not set its weight."""
+    spread = scores.std()
+    return (scores - scores.mean()) / (spread if spread > 0 else 1.0)
+
+
+def top_phrases(link_scores: np.ndarray, count: int) -> list[int]:
+    """Positions of a chunk's `count` best phrases by the link score, best first."""
+    return [int(i) for i in np.argsort(-link_scores, kind="stable")[:count]]
