@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 QUESTION ?= How do I open Free Transform?
 
-.PHONY: setup demo dev test clean
+.PHONY: setup demo dev test lint clean
 
 $(BIN)/pstuts: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ dev: setup
 
 test: setup
 	$(BIN)/pytest
+
+# ruff (rules in pyproject.toml): lint, and the formatting check; `ruff format .` rewrites.
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf .storage

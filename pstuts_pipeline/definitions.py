@@ -4,7 +4,8 @@ import os
 
 import dagster as dg
 
-from pstuts_pipeline.assets import evaluation_assets, ingestion_assets, tuning_assets, with_embedder_version
+from pstuts_pipeline.assets import evaluation_assets, ingestion_assets, tuning_assets
+from pstuts_pipeline.assets.tuning import with_embedder_version
 from pstuts_pipeline.checks import pipeline_checks
 from pstuts_pipeline.io_managers import PartitionedJsonIOManager
 from pstuts_pipeline.jobs import ingest_videos_job, remove_videos_job
@@ -16,12 +17,12 @@ from pstuts_pipeline.sensors import transcript_folder_sensor
 def build_definitions(
     resources: dict[str, object] | None = None, executor: dg.ExecutorDefinition = dg.in_process_executor
 ) -> dg.Definitions:
-    """The project's definitions; resources default to what the environment configures.
+    """The project's definitions; `resources` override what the environment configures, key by key.
 
     The executor defaults to in-process: every step of a run in its one process, so torch, the project and the
     model load once per run (the multiprocess executor starts a fresh interpreter for each of the six steps).
     """
-    resources = resources if resources is not None else resources_from_env()
+    resources = {**resources_from_env(), **(resources or {})}
     model_id = getattr(resources.get("embeddings"), "model_id", None)
     assets = with_embedder_version(ingestion_assets, model_id) if model_id else ingestion_assets
     return dg.Definitions(

@@ -106,7 +106,7 @@ def known_checksums(folder: Path) -> tuple[dict[str, str], str]:
     of it by content: a config.json identical to the official one says "this is the official release", so
     its weights must be the official ones too (a fine-tune saves its own config.json).
     """
-    from pstuts_pipeline.tuning import CARD_FILE
+    from pstuts_pipeline.model_versions import CARD_FILE
 
     card = folder / CARD_FILE
     if card.exists():

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
-from filelock import Timeout
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from filelock import Timeout
 
 from pstuts_pipeline import ledger as ledgers
 from pstuts_pipeline.fingerprints import build_fingerprint
-from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.instance import reclaim_dead_runs
+from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
 from pstuts_pipeline.settings import max_videos_per_run
 from pstuts_pipeline.transcripts import Catalog, SourceVideo, load_catalog

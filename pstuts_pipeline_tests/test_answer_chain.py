@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from servers import CHAT_MODEL, local_chat_server
 from test_retrieval import searchable  # noqa: F401 - the module fixture: three dev videos ingested
 
 from pstuts_pipeline import answer_metrics, answering
@@ -16,8 +17,6 @@ from pstuts_pipeline.assets.answers import answer_evaluation
 from pstuts_pipeline.chat import ChatSettings
 from pstuts_pipeline.resources import ChatModelResource
 from pstuts_pipeline.retriever import PstutsRetriever
-
-from servers import CHAT_MODEL, local_chat_server
 
 pytestmark = pytest.mark.slow
 QUESTIONS = 4

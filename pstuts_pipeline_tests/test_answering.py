@@ -5,13 +5,12 @@ import pytest
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from servers import FakeChatServer
 
 from pstuts_pipeline import answer_metrics, answering
 from pstuts_pipeline.answering import Citation
 from pstuts_pipeline.chat import ChatSettings, redact
 from pstuts_pipeline.evaluation import Question
-
-from servers import FakeChatServer
 
 KEY = "sk-test-" + "a1b2c3d4e5f6g7h8"
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from conftest import SAMPLE_DIR
 from qdrant_client import QdrantClient
 
 from pstuts_pipeline.definitions import build_definitions
@@ -20,8 +21,6 @@ from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.reconcile import reconcile
 from pstuts_pipeline.resources import resources_from_env
 from pstuts_pipeline.transcripts import Catalog, InputError, load_catalog
-
-from conftest import SAMPLE_DIR
 
 COLLECTION = "pstuts_transcripts"
 SAMPLE = json.loads((SAMPLE_DIR / "sample_videos.json").read_text())

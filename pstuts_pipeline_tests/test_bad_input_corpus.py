@@ -10,14 +10,13 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from test_bad_input import ingested, ingested_once, stored_points  # noqa: F401 - fixtures
+from test_cli_faults import run_main
 
 from pstuts_pipeline import cli
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.resources import resources_from_env
 from pstuts_pipeline.sensors import transcript_folder_sensor
-
-from test_bad_input import ingested, ingested_once, stored_points  # noqa: F401 - fixtures
-from test_cli_faults import run_main
 
 CORPUS = Path(__file__).parent / "bad_inputs"
 MANIFEST: dict[str, dict] = json.loads((CORPUS / "manifest.json").read_text())

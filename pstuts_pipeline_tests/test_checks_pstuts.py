@@ -12,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from langchain_core.documents import Document
+from test_bad_input import stored_points
 
 from pstuts_pipeline import validation
 from pstuts_pipeline.assets.ingestion import phrases_of, timed_chunk_of
@@ -26,8 +27,6 @@ from pstuts_pipeline.ingest import IngestReport, ingest
 from pstuts_pipeline.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, resources_from_env
 from pstuts_pipeline.transcripts import normalize_text
-
-from test_bad_input import stored_points
 
 CHECKS = [phrases_linked_exactly_once, chunk_times_ordered_and_bounded, chunks_fit_token_window, points_match_chunks]
 

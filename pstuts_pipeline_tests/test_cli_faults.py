@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy.exc
 from qdrant_client import QdrantClient, models
+from servers import free_port
 
 from pstuts_pipeline import cli
 from pstuts_pipeline.resources import QdrantResource, QdrantStorageError, QdrantUnavailableError
 from pstuts_pipeline.retrieval import SearchResult
-
-from servers import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -5,18 +5,16 @@ import json
 import shutil
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import dagster as dg
 import pytest
+from conftest import SAMPLE_DIR
 
 from benchmarks.dagster_dev_path import DagsterDev
 from benchmarks.ingest_speed import Workspace
 from pstuts_pipeline import embedding
 from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.resources import QdrantResource
-
-from conftest import SAMPLE_DIR
 
 pytestmark = pytest.mark.slow
 SAMPLE = json.loads((SAMPLE_DIR / "sample_videos.json").read_text())

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from conftest import REPO, SAMPLE_DIR
 from qdrant_client import QdrantClient
 
 from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
-
-from conftest import REPO, SAMPLE_DIR
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent

@@ -14,9 +14,8 @@ from pstuts_pipeline import chunking, embedding
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import ingest, unchanged_report
 from pstuts_pipeline.reconcile import fingerprint_function, ingest_ranges, read_store, reconcile
-from pstuts_pipeline.transcripts import load_catalog
 from pstuts_pipeline.resources import resources_from_env
-from pstuts_pipeline.transcripts import normalize_text
+from pstuts_pipeline.transcripts import load_catalog, normalize_text
 
 REPO = Path(__file__).resolve().parents[1]
 FEW_VIDEOS = 3

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from conftest import SAMPLE_DIR
 from langchain_core.documents import Document
 
 from pstuts_pipeline.assets.ingestion import full_transcripts, phrase_documents, raw_transcripts
@@ -13,8 +14,6 @@ from pstuts_pipeline.io_managers import PartitionedJsonIOManager, decode, encode
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.resources import TranscriptSource
 from pstuts_pipeline.transcripts import load_catalog
-
-from conftest import SAMPLE_DIR
 
 
 def test_every_stored_shape_comes_back_equal():

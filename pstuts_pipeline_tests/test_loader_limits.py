@@ -5,10 +5,10 @@ import json
 import time
 from pathlib import Path
 
+from conftest import SAMPLE_DIR
+
 from pstuts_pipeline.reconcile import reconcile
 from pstuts_pipeline.transcripts import load_catalog
-
-from conftest import SAMPLE_DIR
 
 SAMPLE = json.loads((SAMPLE_DIR / "sample_videos.json").read_text())
 

@@ -7,12 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_supply_chain import flip_byte
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.embedding import EmbeddingSpec, ModelIntegrityError, bundled_model_path, verify_model_folder
-from pstuts_pipeline.tuning import CARD_FILE
-
-from test_supply_chain import flip_byte
+from pstuts_pipeline.model_versions import CARD_FILE
 
 
 @pytest.fixture

@@ -1,18 +1,16 @@
 """The `openai` embeddings provider against a real OpenAI-compatible server (infinity-emb serving all-MiniLM-L6-v2):
 ingest and search, a refused key, rate limits and 5xx retried by the client and by Dagster."""
 
-from pathlib import Path
 
 import dagster as dg
 import pytest
+from servers import EMBEDDING_URL, REPO, SERVED_MODEL, FlakyProxy, keyed_embedding_server, run_script
 
 from pstuts_pipeline import retrieval
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.embedding import ProviderRefusedError
 from pstuts_pipeline.ingest import ingest
 from pstuts_pipeline.resources import EmbeddingsResource, resources_from_env
-
-from servers import EMBEDDING_URL, REPO, SERVED_MODEL, FlakyProxy, keyed_embedding_server, run_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 COLLECTION = "pstuts_transcripts"

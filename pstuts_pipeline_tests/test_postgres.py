@@ -7,13 +7,12 @@ from collections.abc import Iterator
 
 import dagster as dg
 import pytest
+from servers import PG, REPO, run_script
 
 from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import ingest
 from pstuts_pipeline.resources import resources_from_env
-
-from servers import PG, REPO, run_script
 
 psycopg2 = pytest.importorskip("psycopg2", reason="dagster-postgres is an extra: pip install -e '.[postgres]'")
 pytestmark = [pytest.mark.slow, pytest.mark.server]

@@ -16,6 +16,7 @@ import dagster as dg
 import numpy as np
 import pytest
 from qdrant_client import QdrantClient, models
+from servers import REPO
 
 from pstuts_pipeline import vectorstore
 from pstuts_pipeline.chunking import TimedChunk
@@ -23,8 +24,6 @@ from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import ingest
 from pstuts_pipeline.resources import QdrantResource, resources_from_env
 from pstuts_pipeline.transcripts import Phrase
-
-from servers import REPO
 
 pytestmark = pytest.mark.server
 URL = os.environ.get("QDRANT_URL", "")

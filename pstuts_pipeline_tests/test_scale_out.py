@@ -2,17 +2,15 @@
 
 import re
 import uuid
-from pathlib import Path
 
 import dagster as dg
 import fsspec
 import yaml
 from dagster._core.instance.config import dagster_instance_config
+from servers import REPO
 
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.resources import resources_from_env
-
-from servers import REPO
 
 DEPLOY = REPO / "deploy"
 

@@ -4,11 +4,12 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from conftest import SAMPLE_DIR
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from pstuts_pipeline.definitions import build_definitions
@@ -23,9 +24,7 @@ from pstuts_pipeline.resources import (
     TranscriptSource,
 )
 
-from conftest import SAMPLE_DIR
-
-TICK = datetime(2026, 3, 1, 3, 0, tzinfo=timezone.utc)
+TICK = datetime(2026, 3, 1, 3, 0, tzinfo=UTC)
 
 
 def write_videos(folder: Path, videos: list[dict]) -> None:
@@ -58,7 +57,8 @@ def test_schedules_request_changed_and_removed_videos_and_all_on_request(storage
     }
     defs = build_definitions(resources)
     instance = dg.DagsterInstance.get()
-    assert ingest(defs, instance).ok
+    first = ingest(defs, instance)
+    assert first.ok, first.failed_runs
 
     unchanged = evaluate(defs, "nightly_reingest", instance)
     assert isinstance(unchanged, dg.SkipReason) and "3 videos match" in unchanged.skip_message

@@ -11,10 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from test_secrets import events_text, files_containing
 
 from pstuts_pipeline.redaction import redact
-
-from test_secrets import events_text, files_containing
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "sk-pstuts-echo400-" + "5" * 24

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from servers import REPO, SERVED_MODEL, keyed_embedding_server
 
 from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.partitions import video_partitions
-
-from servers import REPO, SERVED_MODEL, keyed_embedding_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 BIN = Path(sys.executable).parent

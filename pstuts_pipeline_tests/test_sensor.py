@@ -6,6 +6,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from test_bad_input import CASES, SAMPLE, ingested, ingested_once, stored_points, write_data  # noqa: F401
 
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import execute_request
@@ -13,8 +14,6 @@ from pstuts_pipeline.jobs import INGEST_JOB_NAME, REMOVE_JOB_NAME
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.resources import resources_from_env
 from pstuts_pipeline.sensors import transcript_folder_sensor
-
-from test_bad_input import CASES, SAMPLE, ingested, ingested_once, stored_points, write_data  # noqa: F401
 
 KEYS = ["9001", "9002", "9003"]
 pytestmark = pytest.mark.slow

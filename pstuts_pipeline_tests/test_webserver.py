@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from servers import REPO, free_port, http_json, wait_until
 
 from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
-
-from servers import REPO, free_port, http_json, wait_until
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -135,7 +134,7 @@ def test_the_ui_lists_assets_and_partitions_and_materializes_a_video(webserver):
     })["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     run_id = launched["run"]["runId"]
-    status_query = '{ runOrError(runId: "%s") { ... on Run { status } } }' % run_id
+    status_query = '{ runOrError(runId: "' + run_id + '") { ... on Run { status } } }'
     statuses = []
 
     def finished() -> bool:

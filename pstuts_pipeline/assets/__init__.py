@@ -11,7 +11,7 @@ from pstuts_pipeline.assets.ingestion import (
     timestamped_chunks,
 )
 from pstuts_pipeline.assets.reranker import reranker
-from pstuts_pipeline.assets.tuning import tuned_embedder, with_embedder_version
+from pstuts_pipeline.assets.tuning import tuned_embedder
 
 ingestion_assets = [
     raw_transcripts,
