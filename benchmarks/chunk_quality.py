@@ -53,7 +53,11 @@ class Quality:
 
 
 def measure(
-    rows: Sequence[ChunkRow], videos: Sequence[dict[str, Any]], count_tokens: Callable[[str], int], window: int, special: int
+    rows: Sequence[ChunkRow],
+    videos: Sequence[dict[str, Any]],
+    count_tokens: Callable[[str], int],
+    window: int,
+    special: int,
 ) -> Quality:
     """Score chunks against the transcripts they came from; token counts include the model's special tokens."""
     quality = Quality(chunks=len(rows), kamradt_chunks=len(rows))
@@ -138,12 +142,28 @@ def markdown_table(reference: Quality, ours: Quality, videos: int, phrases: int,
         ("phrases lost (in no chunk)", reference.phrases_lost, ours.phrases_lost),
         ("phrases in more than one chunk", reference.phrases_in_several_chunks, ours.phrases_in_several_chunks),
         ("chunks without start or stop", reference.chunks_without_times, ours.chunks_without_times),
-        ("chunks over the 256-token window", share(reference.chunks_over_window, reference), share(ours.chunks_over_window, ours)),
+        (
+            "chunks over the 256-token window",
+            share(reference.chunks_over_window, reference),
+            share(ours.chunks_over_window, ours),
+        ),
         ("chunks starting before the previous chunk", reference.chunk_starts_going_back, ours.chunk_starts_going_back),
-        ("videos with a chunk start going backwards", reference.videos_with_starts_going_back, ours.videos_with_starts_going_back),
-        ("chunks starting before the previous chunk's stop", reference.chunks_overlapping_previous, ours.chunks_overlapping_previous),
+        (
+            "videos with a chunk start going backwards",
+            reference.videos_with_starts_going_back,
+            ours.videos_with_starts_going_back,
+        ),
+        (
+            "chunks starting before the previous chunk's stop",
+            reference.chunks_overlapping_previous,
+            ours.chunks_overlapping_previous,
+        ),
         ("chunk tokens min / median / p90 / max", tokens(reference), tokens(ours)),
-        (f"phrase times repaired (of {null_times} null)", f"none ({null_times} null times kept)", sum(ours.repairs.values())),
+        (
+            f"phrase times repaired (of {null_times} null)",
+            f"none ({null_times} null times kept)",
+            sum(ours.repairs.values()),
+        ),
         *((f"&nbsp;&nbsp;repairs: {name}", "-", count) for name, count in ours.repairs.items()),
     ]
     lines = [

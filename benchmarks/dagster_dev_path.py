@@ -80,7 +80,11 @@ class DagsterDev:
         with self.log.open("a") as out:
             self.process = subprocess.Popen(
                 [*pstuts_command(), "dev", "-h", "127.0.0.1", "-p", str(self.port)],
-                env=self.env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                env=self.env,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self._sampling = True
         threading.Thread(target=self._sample_rss, daemon=True).start()
@@ -138,7 +142,9 @@ class DagsterDev:
             if not self.alive():
                 raise AssertionError(f"waiting for {what}: dagster dev exited; log {self.log}:\n{self.tail()}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"waiting for {what}: not done after {timeout:.0f} s; log {self.log}:\n{self.tail()}")
+                raise AssertionError(
+                    f"waiting for {what}: not done after {timeout:.0f} s; log {self.log}:\n{self.tail()}"
+                )
             time.sleep(1)
 
     def tail(self, lines: int = 40) -> str:
@@ -267,10 +273,16 @@ def main() -> None:
     cli_s = statistics.median(r["seconds"] for r in cli)
     dev_s = statistics.median(r["seconds"] for r in dev)
     results = {
-        "machine": machine(), "load_after": load(), "videos": len(video_keys(files)), "rounds": args.rounds,
-        "cli_seconds_median": cli_s, "cli_peak_rss_mb": max(r["peak_rss_mb"] for r in cli),
-        "dev_seconds_median": dev_s, "dev_tree_peak_rss_mb": max(r["peak_rss_mb"] for r in dev),
-        "dev_vs_cli": round(dev_s / cli_s, 2), "goal_seconds": round(2 * cli_s + 90, 1),
+        "machine": machine(),
+        "load_after": load(),
+        "videos": len(video_keys(files)),
+        "rounds": args.rounds,
+        "cli_seconds_median": cli_s,
+        "cli_peak_rss_mb": max(r["peak_rss_mb"] for r in cli),
+        "dev_seconds_median": dev_s,
+        "dev_tree_peak_rss_mb": max(r["peak_rss_mb"] for r in dev),
+        "dev_vs_cli": round(dev_s / cli_s, 2),
+        "goal_seconds": round(2 * cli_s + 90, 1),
         "dev_ingest_runs": [r["ingest_runs"] for r in dev],
         "cli_after_dev_ingested": [r["cli_after_ingested"] for r in dev],
         "dev_over_cli_home_ingest_runs": over_cli,
@@ -281,8 +293,10 @@ def main() -> None:
     print(f"| `pstuts ingest` | {cli_s:.1f} | {results['cli_peak_rss_mb']:,.0f} (process) |")
     print(f"| `dagster dev` + files dropped in | {dev_s:.1f} | {results['dev_tree_peak_rss_mb']:,.0f} (whole tree) |")
     print(f"\ndagster dev / CLI: {results['dev_vs_cli']}x (goal: <= {results['goal_seconds']} s = 2 x CLI + 90 s)")
-    print(f"ingest runs per dagster dev round: {results['dev_ingest_runs']}; `pstuts ingest` right after ingested "
-          f"{results['cli_after_dev_ingested']} videos; dagster dev over the CLI's home launched {over_cli} ingest runs")
+    print(
+        f"ingest runs per dagster dev round: {results['dev_ingest_runs']}; `pstuts ingest` right after ingested "
+        f"{results['cli_after_dev_ingested']} videos; dagster dev over the CLI's home launched {over_cli} ingest runs"
+    )
     print(f"load average after: {results['load_after']}; machine: {results['machine']}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

@@ -137,8 +137,11 @@ class Workspace:
             def total(asset: str, key: str) -> int:
                 records = instance.fetch_materializations(dg.AssetKey(asset), limit=10_000).records
                 # A single-run step reports its run's totals on each partition: count each run once.
-                per_run = {r.run_id: r.asset_materialization.metadata[key].value for r in records
-                           if r.timestamp >= self.last_started}
+                per_run = {
+                    r.run_id: r.asset_materialization.metadata[key].value
+                    for r in records
+                    if r.timestamp >= self.last_started
+                }
                 return int(sum(per_run.values()))
 
             windows = total("kamradt_chunks", "windows_embedded")
@@ -146,9 +149,7 @@ class Workspace:
         return {"chunker_windows": windows, "collection_texts": collection, "total": windows + collection}
 
 
-def reference(
-    script: Path, files: list[Path], root: Path, name: str, extra_env: dict[str, str] | None = None
-) -> Run:
+def reference(script: Path, files: list[Path], root: Path, name: str, extra_env: dict[str, str] | None = None) -> Run:
     space = Workspace(root, name)
     command = [sys.executable, str(script), *map(str, files), "--qdrant-path", str(space.storage / "qdrant")]
     run = run_child(name, command, {**space.env(), **(extra_env or {})}, space.logs)
@@ -219,8 +220,15 @@ def machine() -> dict[str, str]:
         )
     except (OSError, StopIteration):
         cpu = platform.processor()
-    memory_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if "MemTotal" in line)
-    return {"nproc": str(os.cpu_count()), "cpu": cpu, "ram_gb": f"{memory_kb / 1024 / 1024:.1f}", "python": platform.python_version()}
+    memory_kb = next(
+        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if "MemTotal" in line
+    )
+    return {
+        "nproc": str(os.cpu_count()),
+        "cpu": cpu,
+        "ram_gb": f"{memory_kb / 1024 / 1024:.1f}",
+        "python": platform.python_version(),
+    }
 
 
 def load() -> str:
@@ -253,7 +261,12 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="ingest_speed_", dir=args.workdir))
     settings = dict(item.split("=", 1) for item in args.set)
     code, code_info = snapshot_code(root)
-    results: dict = {"machine": machine(), "files": [str(f) for f in args.files], "code": code_info, "settings": settings}
+    results: dict = {
+        "machine": machine(),
+        "files": [str(f) for f in args.files],
+        "code": code_info,
+        "settings": settings,
+    }
     results["load_before"] = load()
     runs: dict[str, list[Run]] = {"reference": [], "fresh": [], "unchanged": [], "edited": []}
     if args.passive_reference:
@@ -325,7 +338,9 @@ def main() -> None:
 def report(results: dict) -> None:
     """The figures, as a small plain-text table."""
     m, cpu, rss = results["medians_s"], results["medians_cpu_s"], results["peak_rss_mb"]
-    print(f"\nmachine: {results['machine']}  load avg before {results['load_before']}, after {results['load_after_rounds']}")
+    print(
+        f"\nmachine: {results['machine']}  load avg before {results['load_before']}, after {results['load_after_rounds']}"
+    )
     print(
         f"data: {', '.join(Path(f).name for f in results['files'])}; medians of {len(results['runs']['fresh'])} rounds; "
         f"code: {results['code']}; pstuts settings: {results['settings'] or 'defaults'}"

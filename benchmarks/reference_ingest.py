@@ -40,14 +40,11 @@ def make_embeddings() -> HuggingFaceEmbeddings:
 def video_phrases(video: dict[str, Any]) -> list[dict[str, Any]]:
     """Return the video's phrases as dicts with sent_id, text, begin, end."""
     return [
-        {"sent_id": t["sent_id"], "text": t["sent"], "begin": t["begin"], "end": t["end"]}
-        for t in video["transcripts"]
+        {"sent_id": t["sent_id"], "text": t["sent"], "begin": t["begin"], "end": t["end"]} for t in video["transcripts"]
     ]
 
 
-def reference_chunks(
-    videos: list[dict[str, Any]], embeddings: HuggingFaceEmbeddings
-) -> list[dict[str, Any]]:
+def reference_chunks(videos: list[dict[str, Any]], embeddings: HuggingFaceEmbeddings) -> list[dict[str, Any]]:
     """Semantic-chunk each transcript and link chunks to phrases by naive substring search."""
     chunks: list[dict[str, Any]] = []
     for video in videos:
@@ -81,9 +78,7 @@ def upload(
     client = QdrantClient(path=qdrant_path)
     if client.collection_exists(collection):
         client.delete_collection(collection)
-    client.create_collection(
-        collection, vectors_config=VectorParams(size=VECTOR_SIZE, distance=Distance.COSINE)
-    )
+    client.create_collection(collection, vectors_config=VectorParams(size=VECTOR_SIZE, distance=Distance.COSINE))
     points = [
         PointStruct(
             id=str(uuid.uuid4()),

@@ -83,13 +83,17 @@ def sweep(defs, questions: list, asked: list, folder: Path, sample: int, latency
     from pstuts_pipeline import reranking
 
     chosen = random.Random(11).sample(questions, sample)
-    print(f"\n| sweep on {sample} dev questions | hit@5 | link@5 | video@1 | video@5 | p50 ms | p95 ms |\n|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"\n| sweep on {sample} dev questions | hit@5 | link@5 | video@1 | video@5 | p50 ms | p95 ms |\n|---|---:|---:|---:|---:|---:|---:|"
+    )
     for depth, phrases, weight in ((0, 0, 0.0), (10, 1, 1.0), (10, 2, 1.0), (10, 2, 0.5), (10, 2, 2.0), (20, 2, 1.0)):
         used = reranking.load_reranker(str(folder), reranking.RerankSettings(depth, phrases, weight)) if depth else None
         row = measure(defs, chosen, asked, used, latency_sample)
-        print(f"| depth {depth}, phrases {phrases}, weight {weight} | {row['hit@5']:.3f} | {row['link@5']:.3f} | "
-              f"{row['video@1']:.3f} | {row['video@5']:.3f} | {row['single_p50_ms']:.0f} | {row['single_p95_ms']:.0f} |",
-              flush=True)
+        print(
+            f"| depth {depth}, phrases {phrases}, weight {weight} | {row['hit@5']:.3f} | {row['link@5']:.3f} | "
+            f"{row['video@1']:.3f} | {row['video@5']:.3f} | {row['single_p50_ms']:.0f} | {row['single_p95_ms']:.0f} |",
+            flush=True,
+        )
 
 
 def table(rows: dict[str, dict[str, float]], seconds: dict[str, float]) -> str:
@@ -98,13 +102,17 @@ def table(rows: dict[str, dict[str, float]], seconds: dict[str, float]) -> str:
     first = rows[columns[0]]
     lines = [
         f"| dev: {first['questions']:.0f} questions ({first['unambiguous_questions']:.0f} asked of one video) | "
-        + " | ".join(columns) + " |",
+        + " | ".join(columns)
+        + " |",
         "|---|" + "---:|" * len(columns),
     ]
     for prefix, label in (("", ""), ("unambiguous_", " (asked of one video)")):
         lines += [f"| {n}{label} | " + " | ".join(f"{rows[c][prefix + n]:.3f}" for c in columns) + " |" for n in NAMES]
-    for name, label in (("single_p50_ms", "search p50, one question (ms)"), ("single_p95_ms", "search p95, one question (ms)"),
-                        ("batched_ms", "search, batched (ms per question)")):
+    for name, label in (
+        ("single_p50_ms", "search p50, one question (ms)"),
+        ("single_p95_ms", "search p95, one question (ms)"),
+        ("batched_ms", "search, batched (ms per question)"),
+    ):
         lines.append(f"| {label} | " + " | ".join(f"{rows[c][name]:.1f}" for c in columns) + " |")
     trained = {"current search": 0.0, "reranker": seconds["reranker"], "tuned embedder": seconds.get("embedder", 0.0)}
     trained["tuned embedder + reranker"] = trained["reranker"] + trained["tuned embedder"]
@@ -126,7 +134,9 @@ def main() -> None:
     parser.add_argument("--weight", type=float, default=None, help="Weight of its score (default: the default).")
     parser.add_argument("--latency-sample", type=int, default=100, help="Questions timed one at a time.")
     parser.add_argument("--no-embedder", action="store_true", help="Skip the tuned-embedder columns.")
-    parser.add_argument("--sweep", type=int, default=0, help="Only sweep the reranker's settings on this many dev questions.")
+    parser.add_argument(
+        "--sweep", type=int, default=0, help="Only sweep the reranker's settings on this many dev questions."
+    )
     parser.add_argument("--json", type=Path, help="Also write the results here.")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -149,7 +159,9 @@ def main() -> None:
     print(f"models {folders}, training seconds {seconds}", flush=True)
     defaults = reranking.RerankSettings()
     settings = reranking.RerankSettings(
-        args.depth or defaults.depth, args.phrases or defaults.phrases, defaults.weight if args.weight is None else args.weight
+        args.depth or defaults.depth,
+        args.phrases or defaults.phrases,
+        defaults.weight if args.weight is None else args.weight,
     )
     reranker = reranking.load_reranker(str(folders["reranker"]), settings)
     questions = evaluation.load_questions(dev)
@@ -166,12 +178,23 @@ def main() -> None:
             name = "current search" if label == "base" and not used else f"{label}{suffix}".replace("base + ", "")
             rows[name] = measure(defs, questions, asked, used, args.latency_sample)
             print(name, json.dumps({k: round(v, 4) for k, v in rows[name].items()}), flush=True)
-    rows = {k: rows[k] for k in ("current search", "reranker", "tuned embedder", "tuned embedder + reranker") if k in rows}
+    rows = {
+        k: rows[k] for k in ("current search", "reranker", "tuned embedder", "tuned embedder + reranker") if k in rows
+    }
     print(f"\nreranker settings: {settings}; torch threads {args.threads}; load average {os.getloadavg()}\n")
     print(table(rows, seconds))
     if args.json:
-        args.json.write_text(json.dumps({"folders": {k: str(v) for k, v in folders.items()}, "rows": rows,
-                                         "settings": str(settings), "seconds": seconds}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "folders": {k: str(v) for k, v in folders.items()},
+                    "rows": rows,
+                    "settings": str(settings),
+                    "seconds": seconds,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,9 @@ def reference_results(files: list[Path], questions: list, qdrant_path: Path) -> 
     chunks = reference_chunks(load_videos([str(f) for f in files]), embeddings)
     vectors = embeddings.embed_documents([c["text"] for c in chunks])
     client = QdrantClient(path=str(qdrant_path))
-    client.create_collection("reference", vectors_config=models.VectorParams(size=len(vectors[0]), distance=models.Distance.COSINE))
+    client.create_collection(
+        "reference", vectors_config=models.VectorParams(size=len(vectors[0]), distance=models.Distance.COSINE)
+    )
     client.upsert(
         "reference",
         points=[
@@ -59,11 +61,27 @@ def reference_results(files: list[Path], questions: list, qdrant_path: Path) -> 
             start = c["start"] if c["start"] is not None else float("nan")
             stop = c["stop"] if c["stop"] is not None else float("nan")
             results.append(
-                SearchResult(c["video_id"], c["title"], c["url"], start, stop, start, c["url"], point.score, c["text"],
-                             -1, -1, "")
+                SearchResult(
+                    c["video_id"],
+                    c["title"],
+                    c["url"],
+                    start,
+                    stop,
+                    start,
+                    c["url"],
+                    point.score,
+                    c["text"],
+                    -1,
+                    -1,
+                    "",
+                )
             )
         ranked.append(results)
-    timing = {"chunks": len(chunks), "index_seconds": indexed - started, "search_seconds": time.perf_counter() - indexed}
+    timing = {
+        "chunks": len(chunks),
+        "index_seconds": indexed - started,
+        "search_seconds": time.perf_counter() - indexed,
+    }
     return ranked, timing
 
 
@@ -90,7 +108,9 @@ def our_results(data_dir: Path, storage: Path, questions: list) -> tuple[list[li
     model.embed_documents(["warm up"])
     searched = time.perf_counter()
     with qdrant.get_client() as client:
-        ranked = retrieval.search_many(client, qdrant.collection, model, embeddings.model_id, [q.text for q in questions], DEPTH)
+        ranked = retrieval.search_many(
+            client, qdrant.collection, model, embeddings.model_id, [q.text for q in questions], DEPTH
+        )
     timing = {
         "chunks": report.points_in_collection,
         "index_seconds": indexed - started,

@@ -54,9 +54,7 @@ def ingest_collection(model: str, data_dir: Path, storage: Path) -> tuple:
     from pstuts_pipeline.ingest import ingest
     from pstuts_pipeline.resources import resources_from_env
 
-    os.environ.update(
-        PSTUTS_STORAGE_DIR=str(storage), PSTUTS_DATA_DIR=str(data_dir), PSTUTS_EMBEDDING_MODEL=model
-    )
+    os.environ.update(PSTUTS_STORAGE_DIR=str(storage), PSTUTS_DATA_DIR=str(data_dir), PSTUTS_EMBEDDING_MODEL=model)
     (storage / "dagster_home").mkdir(parents=True, exist_ok=True)
     defs = build_definitions(resources_from_env())
     started = time.perf_counter()

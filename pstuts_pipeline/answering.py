@@ -220,12 +220,19 @@ def generated_answer(question: str, documents: list[Document], llm: BaseChatMode
     clean, cited, invented, proposed = check_citations(text, moments, documents)
     if not clean:
         error = f"{settings.where}: the answer held nothing but invented moments"
-        return replace(extractive_answer(question, documents, error), invented_citations=invented,
-                       proposed_citations=proposed)
+        return replace(
+            extractive_answer(question, documents, error), invented_citations=invented, proposed_citations=proposed
+        )
     notes = [] if cited else ["the answer cited no retrieved moment: the top result's is attached"]
     return Answer(
-        question, clean, cited or [citation_of(documents[0])], documents, settings.model,
-        invented_citations=invented, proposed_citations=proposed, notes=notes,
+        question,
+        clean,
+        cited or [citation_of(documents[0])],
+        documents,
+        settings.model,
+        invented_citations=invented,
+        proposed_citations=proposed,
+        notes=notes,
     )
 
 

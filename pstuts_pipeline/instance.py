@@ -26,7 +26,12 @@ telemetry:
 PID_TAG = "pstuts/pid"
 HOST_TAG = "pstuts/host"
 STARTED_TAG = "pstuts/process_started"
-UNFINISHED = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+UNFINISHED = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
 
 
 def prepare_home(home: Path | None = None) -> Path:

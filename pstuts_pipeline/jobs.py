@@ -37,6 +37,9 @@ def delete_video_points(context: dg.OpExecutionContext, config: RemovedVideosCon
             context.instance.delete_dynamic_partition(video_partitions.name, str(video_id))
 
 
-@dg.job(name=REMOVE_JOB_NAME, description="Remove the points and partitions of videos that were deleted from the data folder.")
+@dg.job(
+    name=REMOVE_JOB_NAME,
+    description="Remove the points and partitions of videos that were deleted from the data folder.",
+)
 def remove_videos_job() -> None:
     delete_video_points()

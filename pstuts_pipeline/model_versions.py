@@ -51,7 +51,9 @@ def resolve(value: str, root: Path, how_to_make_one: str) -> str:
     return str(latest_version(root, how_to_make_one)) if value.strip().lower() == LATEST else value
 
 
-def new_version(out_root: Path, prefix: str, base_sha256: str, data: list[dict[str, Any]], settings: Any) -> tuple[str, datetime, Path]:
+def new_version(
+    out_root: Path, prefix: str, base_sha256: str, data: list[dict[str, Any]], settings: Any
+) -> tuple[str, datetime, Path]:
     """(name, creation time, staging folder) of a version about to be trained."""
     created = datetime.now(UTC)
     name = version_name(prefix, base_sha256, data, settings, created)
@@ -150,8 +152,18 @@ def training_arguments(arguments_class: type, staging: Path, settings: Any, **ex
 
 
 def card(
-    name: str, created: datetime, base: Path, base_sha256: str, staging: Path, train: Any, dev: Any, settings: Any,
-    trainer: Any, short: Callable[[dict[str, float]], dict[str, float]], evaluator_name: str, seconds: dict[str, float],
+    name: str,
+    created: datetime,
+    base: Path,
+    base_sha256: str,
+    staging: Path,
+    train: Any,
+    dev: Any,
+    settings: Any,
+    trainer: Any,
+    short: Callable[[dict[str, float]], dict[str, float]],
+    evaluator_name: str,
+    seconds: dict[str, float],
     **fields: Any,
 ) -> dict[str, Any]:
     """The card every version carries: what it was made from (with sha256), how, how well, and how long it took."""

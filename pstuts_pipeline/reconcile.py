@@ -241,9 +241,7 @@ def run_requests(
     return [*([removal] if removal else []), *ingest_run_requests(result, order, limit, trigger, run_key)]
 
 
-def state_run_key(
-    stored: dict[int, set[str]], wanted: dict[str, str], salt: str = ""
-) -> RunKey:
+def state_run_key(stored: dict[int, set[str]], wanted: dict[str, str], salt: str = "") -> RunKey:
     """Run keys from what a run would change (each video's stored and wanted fingerprints).
 
     The same request is launched once: a run that failed is not retried on every tick (fix the file, or
@@ -340,4 +338,3 @@ def backfills_in_progress(instance: dg.DagsterInstance) -> list[str]:
 
     requested = instance.get_backfills(filters=BulkActionsFilter(statuses=[BulkActionStatus.REQUESTED]), limit=50)
     return [b.backfill_id for b in requested]
-

@@ -115,7 +115,10 @@ def training_rows(split: tuning.Split, score: tuning.Score, settings: RerankerSe
         examples, split.passages, score, settings.negatives_top_k, settings.seed, settings.negatives
     )
     rng = random.Random(settings.seed)
-    columns: dict[str, list[str]] = {"anchor": [e.question for e in examples], "positive": [e.passage for e in examples]}
+    columns: dict[str, list[str]] = {
+        "anchor": [e.question for e in examples],
+        "positive": [e.passage for e in examples],
+    }
     for n in range(settings.negatives):
         # A question with fewer candidates than negatives repeats one of them (the loss needs full columns).
         columns[f"negative_{n + 1}"] = [chosen[n] if n < len(chosen) else rng.choice(chosen) for chosen in negatives]
@@ -194,7 +197,9 @@ def _train(
 
     out_root = Path(out_root) if out_root else rerankers_dir()
     base_sha = embedding._sha256(base / "model.safetensors")
-    name, created, staging = model_versions.new_version(out_root, "reranker-pstuts", base_sha, train_split.files, settings)
+    name, created, staging = model_versions.new_version(
+        out_root, "reranker-pstuts", base_sha, train_split.files, settings
+    )
     args = model_versions.training_arguments(CrossEncoderTrainingArguments, staging, settings)
     trainer = CrossEncoderTrainer(
         model=model,
@@ -213,7 +218,17 @@ def _train(
 
     model.save(str(staging))
     card = model_versions.card(
-        name, created, base, base_sha, staging, train_split, dev_split, settings, trainer, card_metrics, EVALUATOR_NAME,
+        name,
+        created,
+        base,
+        base_sha,
+        staging,
+        train_split,
+        dev_split,
+        settings,
+        trainer,
+        card_metrics,
+        EVALUATOR_NAME,
         {"training": train_seconds, "training_cpu": cpu_seconds, "total": time.perf_counter() - started},
         kind="cross-encoder reranker",
         pairs=len(columns["anchor"]),

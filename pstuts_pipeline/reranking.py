@@ -40,7 +40,9 @@ class Reranker:
         from sentence_transformers.cross_encoder import CrossEncoder
 
         if not (Path(folder) / "config.json").exists():
-            raise FileNotFoundError(f"{folder}: not a reranker folder (PSTUTS_RERANKER); train one with `pstuts tune-reranker`")
+            raise FileNotFoundError(
+                f"{folder}: not a reranker folder (PSTUTS_RERANKER); train one with `pstuts tune-reranker`"
+            )
         self.folder = Path(folder)
         self.settings = settings
         self.model = CrossEncoder(str(folder), device="cpu", local_files_only=True)
@@ -53,7 +55,9 @@ class Reranker:
 
         # float32: bfloat16 autocast took 1.6x as long here (AVX512-BF16 without AMX).
         with torch.inference_mode():
-            scores = self.model.predict(list(pairs), batch_size=64, show_progress_bar=False, activation_fn=torch.nn.Identity())
+            scores = self.model.predict(
+                list(pairs), batch_size=64, show_progress_bar=False, activation_fn=torch.nn.Identity()
+            )
         return np.asarray(scores, dtype=np.float32).reshape(-1)
 
 

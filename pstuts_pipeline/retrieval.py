@@ -68,7 +68,9 @@ def sentence_scores(
     return dense + LINK_TERM_WEIGHT * share
 
 
-def best_sentence(question_vector: np.ndarray, sentence_vectors: np.ndarray, sentence_texts: list[str], question: str) -> int:
+def best_sentence(
+    question_vector: np.ndarray, sentence_vectors: np.ndarray, sentence_texts: list[str], question: str
+) -> int:
     """The phrase of a chunk that best answers the question."""
     return int(np.argmax(sentence_scores(question_vector, sentence_vectors, sentence_texts, question)))
 
@@ -142,7 +144,9 @@ def to_result(found: Candidate) -> SearchResult:
     )
 
 
-def rerank(reranker: reranking.Reranker, questions: Sequence[str], pools: list[list[Candidate]], top_k: int) -> list[list[Candidate]]:
+def rerank(
+    reranker: reranking.Reranker, questions: Sequence[str], pools: list[list[Candidate]], top_k: int
+) -> list[list[Candidate]]:
     """Rescore each question's candidates with the cross-encoder in one batch; keep the top-k by the combined score.
 
     A chunk's cross-encoder score is that of its best phrase among its top few by the link score; the link then

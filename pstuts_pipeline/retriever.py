@@ -30,12 +30,16 @@ class PstutsRetriever(BaseRetriever):
     client: QdrantClient
     collection: str
     embeddings: Embeddings
-    model_id: str = Field(description="The id of `embeddings`, checked against the model the collection was built with.")
+    model_id: str = Field(
+        description="The id of `embeddings`, checked against the model the collection was built with."
+    )
     k: int = Field(default=5, ge=1, description="Documents per question.")
     reranker: reranking.Reranker | None = Field(
         default=None, description="Rescores the best candidates (`RerankerResource.get()`); None: first stage only."
     )
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        results = retrieval.search(self.client, self.collection, self.embeddings, self.model_id, query, self.k, self.reranker)
+        results = retrieval.search(
+            self.client, self.collection, self.embeddings, self.model_id, query, self.k, self.reranker
+        )
         return [result_document(r) for r in results]

@@ -22,12 +22,16 @@ def reingest_all() -> bool:
     return os.environ.get("PSTUTS_REINGEST_ALL", "") == "1"
 
 
-def build_reconcile_schedule(name: str, job: dg.JobDefinition, cron: str,
-                             timezone: str) -> dg.ScheduleDefinition:
+def build_reconcile_schedule(name: str, job: dg.JobDefinition, cron: str, timezone: str) -> dg.ScheduleDefinition:
     """A schedule that reconciles the folder with Qdrant and requests the runs of its one job."""
 
-    @dg.schedule(name=name, job=job, cron_schedule=cron, execution_timezone=timezone,
-                 default_status=dg.DefaultScheduleStatus.STOPPED)
+    @dg.schedule(
+        name=name,
+        job=job,
+        cron_schedule=cron,
+        execution_timezone=timezone,
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+    )
     def reconcile_on_schedule(
         context: dg.ScheduleEvaluationContext,
         transcript_source: TranscriptSource,
@@ -37,8 +41,15 @@ def build_reconcile_schedule(name: str, job: dg.JobDefinition, cron: str,
     ) -> list[dg.RunRequest] | dg.SkipReason:
         """Reconcile as the sensor does; every video when PSTUTS_REINGEST_ALL=1."""
         plan = plan_tick(
-            context.instance, transcript_source, embeddings, chunking_settings, qdrant, trigger="schedule",
-            force=reingest_all(), salt=str(context.scheduled_execution_time), busy_jobs={job.name},
+            context.instance,
+            transcript_source,
+            embeddings,
+            chunking_settings,
+            qdrant,
+            trigger="schedule",
+            force=reingest_all(),
+            salt=str(context.scheduled_execution_time),
+            busy_jobs={job.name},
         )
         for line in plan.warnings:
             context.log.warning(line)

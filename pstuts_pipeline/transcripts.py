@@ -161,9 +161,8 @@ def _problem(value: Any, expected: str) -> str:
 
 
 def _is_time(value: Any) -> bool:
-    return (
-        value is None
-        or (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0)
+    return value is None or (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
     )
 
 
@@ -229,7 +228,9 @@ def validate_record(record: Any, file: str, index: int) -> int:
         if not isinstance(pair, dict):
             raise InputError(file, f"is {_describe(pair)}, not an object", video_id, where)
         if pair.get("sent_id") not in seen_ids:
-            raise InputError(file, _problem(pair.get("sent_id", MISSING), "the sent_id of a phrase"), video_id, f"{where}.sent_id")
+            raise InputError(
+                file, _problem(pair.get("sent_id", MISSING), "the sent_id of a phrase"), video_id, f"{where}.sent_id"
+            )
         for key in ("q", "a"):
             if not isinstance(pair.get(key), str):
                 raise InputError(file, _problem(pair.get(key, MISSING), "a string"), video_id, f"{where}.{key}")
@@ -304,7 +305,11 @@ def summarize(file: str, errors: list[InputError], what: str = "records rejected
 def _json_problem(exc: json.JSONDecodeError) -> str:
     # Some of json's messages end in "at" ("Unterminated string starting at"): do not say it twice.
     where = f"line {exc.lineno} column {exc.colno}"
-    return f"is not valid JSON: {exc.msg} {where}" if exc.msg.endswith(" at") else f"is not valid JSON: {exc.msg} at {where}"
+    return (
+        f"is not valid JSON: {exc.msg} {where}"
+        if exc.msg.endswith(" at")
+        else f"is not valid JSON: {exc.msg} at {where}"
+    )
 
 
 def _parse(file: str, data: bytes) -> tuple[Any, list[InputError]]:
@@ -325,7 +330,9 @@ def _parse(file: str, data: bytes) -> tuple[Any, list[InputError]]:
         return None, unreadable_file_errors(file, text, exc.pos, _json_problem(exc))
     except RecursionError:
         # json's parser recurses per level: a file of 100,000 '[' exhausts Python's stack, not the memory.
-        return None, unreadable_file_errors(file, text, 0, "is nested too deeply to be read (a PsTuts file needs 4 levels of brackets)")
+        return None, unreadable_file_errors(
+            file, text, 0, "is nested too deeply to be read (a PsTuts file needs 4 levels of brackets)"
+        )
 
 
 def read_video_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:

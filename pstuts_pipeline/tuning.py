@@ -118,7 +118,9 @@ def load_split(files: Sequence[Path], buffer_size: int) -> Split:
                 continue
             split.examples.append(QAExample(video.video_id, pair.sent_id, question, passages[pair.sent_id]))
             per_file[video.file]["questions"] += 1
-    split.files = [{"file": name, "sha256": embedding._sha256(Path(name)), **counts} for name, counts in per_file.items()]
+    split.files = [
+        {"file": name, "sha256": embedding._sha256(Path(name)), **counts} for name, counts in per_file.items()
+    ]
     if not split.examples:
         raise TuningDataError(f"{', '.join(map(str, files))}: no question-answer pairs ('qa') to use")
     return split
@@ -184,14 +186,16 @@ def cross_video_negatives(
                     break
         if not candidates:
             raise TuningDataError(f"video {e.video_id}: no passage of another video to use as a negative")
-        negatives.append([rng.choice(candidates)] if count == 1 else rng.sample(candidates, min(count, len(candidates))))
+        negatives.append(
+            [rng.choice(candidates)] if count == 1 else rng.sample(candidates, min(count, len(candidates)))
+        )
     return negatives
 
 
 def training_triplets(split: Split, encode: Encode, top_k: int, seed: int) -> dict[str, list[str]]:
     """(anchor, positive, negative) columns: each distinct pair with a hard negative from another video."""
     negatives = cross_video_negatives(distinct_examples(split), split.passages, dense_scores(encode), top_k, seed)
-    return {**training_pairs(split), "negative": [n for n, in negatives]}
+    return {**training_pairs(split), "negative": [n for (n,) in negatives]}
 
 
 def length_grouped_batches(
@@ -364,7 +368,9 @@ def _train(
 
     out_root = Path(out_root) if out_root else tuned_models_dir()
     base_sha = embedding._sha256(base / "model.safetensors")
-    name, created, staging = model_versions.new_version(out_root, "minilm-pstuts", base_sha, train_split.files, settings)
+    name, created, staging = model_versions.new_version(
+        out_root, "minilm-pstuts", base_sha, train_split.files, settings
+    )
     args = model_versions.training_arguments(
         SentenceTransformerTrainingArguments, staging, settings, batch_sampler=_batch_sampler_class()
     )
@@ -386,7 +392,17 @@ def _train(
     model.max_seq_length = window  # the pipeline sizes chunks by this window: keep it as the base model's
     model.save(str(staging))
     card = model_versions.card(
-        name, created, base, base_sha, staging, train_split, dev_split, settings, trainer, card_metrics, EVALUATOR_NAME,
+        name,
+        created,
+        base,
+        base_sha,
+        staging,
+        train_split,
+        dev_split,
+        settings,
+        trainer,
+        card_metrics,
+        EVALUATOR_NAME,
         {"training": train_seconds, "training_cpu": cpu_seconds, "total": time.perf_counter() - started},
         pairs=len(columns["anchor"]),
         hard_negatives="negative" in columns,  # a single training video has no other video to draw them from

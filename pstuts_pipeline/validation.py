@@ -57,7 +57,9 @@ def timing_problems(chunks: Sequence[TimedChunk]) -> list[str]:
     return problems
 
 
-def window_problems(chunks: Sequence[TimedChunk], count_tokens: Callable[[str], int], window: int, special: int) -> list[str]:
+def window_problems(
+    chunks: Sequence[TimedChunk], count_tokens: Callable[[str], int], window: int, special: int
+) -> list[str]:
     """No chunk longer than the embedder's input window."""
     return [
         f"chunk {c.index}: {count_tokens(c.text) + special} tokens over the {window}-token window"

@@ -32,7 +32,10 @@ def run_script(script: str, *args: str, env: dict[str, str] | None = None, timeo
     try:
         done = subprocess.run(
             ["bash", str(REPO / "scripts" / script), *args],
-            env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout,
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         pytest.skip(f"scripts/{script} {' '.join(args)} took over {timeout} s")
@@ -65,8 +68,11 @@ def keyed_embedding_server(request: pytest.FixtureRequest) -> tuple[str, str]:
 
 def _stop_keyed() -> None:
     if _keyed:
-        subprocess.run(["bash", str(REPO / "scripts" / "embedding_server.sh"), "stop", _keyed["port"]],
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            ["bash", str(REPO / "scripts" / "embedding_server.sh"), "stop", _keyed["port"]],
+            capture_output=True,
+            timeout=120,
+        )
         _keyed.clear()
 
 
@@ -124,7 +130,9 @@ class FlakyProxy:
                     self._reply(status, error, {"Content-Type": "application/json", "retry-after-ms": "10"})
                     return
                 headers = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type")}
-                forwarded = urllib.request.Request(proxy.upstream + self.path, data=body, headers=headers, method=method)
+                forwarded = urllib.request.Request(
+                    proxy.upstream + self.path, data=body, headers=headers, method=method
+                )
                 try:
                     with urllib.request.urlopen(forwarded, timeout=120) as answer:
                         self._reply(answer.status, answer.read(), {"Content-Type": answer.headers["Content-Type"]})
@@ -188,10 +196,23 @@ class FakeChatServer:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def reply(self, content: str | None = None, status: int = 200, delay: float = 0.0, refusal: str | None = None,
-              reject_response_format: bool = False) -> None:
-        self.replies.append({"content": content, "status": status, "delay": delay, "refusal": refusal,
-                             "reject_response_format": reject_response_format})
+    def reply(
+        self,
+        content: str | None = None,
+        status: int = 200,
+        delay: float = 0.0,
+        refusal: str | None = None,
+        reject_response_format: bool = False,
+    ) -> None:
+        self.replies.append(
+            {
+                "content": content,
+                "status": status,
+                "delay": delay,
+                "refusal": refusal,
+                "reject_response_format": reject_response_format,
+            }
+        )
 
     def close(self) -> None:
         self.server.shutdown()
@@ -207,8 +228,11 @@ class FakeChatServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 fake.requests.append(request)
-                plan = fake.replies.pop(0) if fake.replies else {"content": "", "status": 200, "delay": 0.0,
-                                                                 "refusal": None, "reject_response_format": False}
+                plan = (
+                    fake.replies.pop(0)
+                    if fake.replies
+                    else {"content": "", "status": 200, "delay": 0.0, "refusal": None, "reject_response_format": False}
+                )
                 time.sleep(plan["delay"])
                 status = plan["status"]
                 if plan["reject_response_format"] and "response_format" in request:
@@ -219,9 +243,21 @@ class FakeChatServer:
                     body = {"error": {"message": message, "type": "server_error", "code": status}}
                 else:
                     body = {
-                        "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": request["model"],
-                        "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                            "role": "assistant", "content": plan["content"], "refusal": plan["refusal"]}}],
+                        "id": "chatcmpl-fake",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": request["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {
+                                    "role": "assistant",
+                                    "content": plan["content"],
+                                    "refusal": plan["refusal"],
+                                },
+                            }
+                        ],
                         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                     }
                 data = json.dumps(body).encode()

@@ -42,7 +42,9 @@ def questions_of(searchable, n: int) -> list:
 def ask_cli(searchable, question: str, env: dict[str, str]) -> tuple[dict, str]:
     run = subprocess.run(
         [str(Path(sys.executable).parent / "pstuts"), "ask", question, "--json"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={k: v for k, v in {**os.environ, **searchable["env"], **env}.items() if v is not None},
     )
     assert run.returncode == 0, run.stderr
@@ -53,8 +55,13 @@ def ask_cli(searchable, question: str, env: dict[str, str]) -> tuple[dict, str]:
 def test_the_local_model_answers_citing_only_retrieved_moments(chat_url, searchable):
     embeddings, qdrant = searchable["resources"]["embeddings"], searchable["resources"]["qdrant"]
     with qdrant.get_client() as client:
-        retriever = PstutsRetriever(client=client, collection=qdrant.collection,
-                                    embeddings=embeddings.query_embeddings(), model_id=embeddings.model_id, k=3)
+        retriever = PstutsRetriever(
+            client=client,
+            collection=qdrant.collection,
+            embeddings=embeddings.query_embeddings(),
+            model_id=embeddings.model_id,
+            k=3,
+        )
         chain = answering.answer_chain(retriever, local_settings(chat_url))
         answers = chain.batch([q.text for q in questions_of(searchable, QUESTIONS)])
     for answer in answers:
@@ -73,8 +80,9 @@ def test_pstuts_ask_without_a_model_answers_with_the_best_sentence_and_says_how_
     assert answer["model"] is None and "PSTUTS_CHAT_MODEL" in stderr
     top = answer["chunks"][0]
     assert answer["answer"] == f"{top['link_sentence']} [{answering.mmss(top['link_time'])}]"
-    assert answer["citations"] == [{"video_id": top["video_id"], "title": top["title"], "time": top["link_time"],
-                                    "link": top["link"]}]
+    assert answer["citations"] == [
+        {"video_id": top["video_id"], "title": top["title"], "time": top["link_time"], "link": top["link"]}
+    ]
     assert top["link"].endswith(f"#t={top['link_time']:.1f}") and len(answer["chunks"]) == 3
 
 
@@ -93,11 +101,16 @@ def test_answer_evaluation_asset_records_model_and_extractive_figures(chat_url, 
     sample_size = 5
     result = dg.materialize(
         [answer_evaluation],
-        resources={**{k: resources[k] for k in ("transcript_source", "embeddings", "qdrant")},
-                   "chat_model": ChatModelResource(model=CHAT_MODEL, base_url=chat_url, timeout_s=120)},
+        resources={
+            **{k: resources[k] for k in ("transcript_source", "embeddings", "qdrant")},
+            "chat_model": ChatModelResource(model=CHAT_MODEL, base_url=chat_url, timeout_s=120),
+        },
         instance=searchable["instance"],
-        run_config={"ops": {"answer_evaluation": {"config": {"qa_files": [str(searchable["qa_file"])],
-                                                             "sample_size": sample_size}}}},
+        run_config={
+            "ops": {
+                "answer_evaluation": {"config": {"qa_files": [str(searchable["qa_file"])], "sample_size": sample_size}}
+            }
+        },
     )
     assert result.success
     metadata = result.asset_materializations_for_node("answer_evaluation")[0].metadata
@@ -109,9 +122,19 @@ def test_answer_evaluation_asset_records_model_and_extractive_figures(chat_url, 
 
     # The extractive baseline is deterministic: the CLI's figures on the same sample are the asset's.
     run = subprocess.run(
-        [str(Path(sys.executable).parent / "pstuts"), "evaluate", "--answers", "--qa", str(searchable["qa_file"]),
-         "--sample", str(sample_size), "--json"],
-        capture_output=True, text=True, timeout=600,
+        [
+            str(Path(sys.executable).parent / "pstuts"),
+            "evaluate",
+            "--answers",
+            "--qa",
+            str(searchable["qa_file"]),
+            "--sample",
+            str(sample_size),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={k: v for k, v in {**os.environ, **searchable["env"], "PSTUTS_CHAT_MODEL": None}.items() if v is not None},
     )
     assert run.returncode == 0, run.stderr

@@ -19,8 +19,14 @@ def chunk(video_id: int, link_time: float, sentence: str, rest: str = "") -> Doc
     url = f"https://example.com/videos/{video_id}.mp4"
     return Document(
         page_content=f"{sentence} {rest}".strip(),
-        metadata={"video_id": video_id, "title": f"Video {video_id}", "url": url, "link_time": link_time,
-                  "link": f"{url}#t={link_time:.1f}", "link_sentence": sentence},
+        metadata={
+            "video_id": video_id,
+            "title": f"Video {video_id}",
+            "url": url,
+            "link_time": link_time,
+            "link": f"{url}#t={link_time:.1f}",
+            "link_sentence": sentence,
+        },
     )
 
 
@@ -48,8 +54,14 @@ def fake_server():
 
 
 def ask(server: FakeChatServer, json_schema: bool = False, timeout_s: float = 10, documents=DOCS) -> answering.Answer:
-    settings = ChatSettings(model="fake-model", base_url=server.url, api_key=KEY, timeout_s=timeout_s,
-                            json_schema=json_schema, max_retries=0)
+    settings = ChatSettings(
+        model="fake-model",
+        base_url=server.url,
+        api_key=KEY,
+        timeout_s=timeout_s,
+        json_schema=json_schema,
+        max_retries=0,
+    )
     return answering.answer_chain(FixedRetriever(documents=documents), settings).invoke("How do I open Free Transform?")
 
 
@@ -58,14 +70,19 @@ def test_moments_and_links_are_found_however_they_are_written():
         "Press it [01:21], or see 0:15 and 1:02:05; https://example.com/videos/4103.mp4#t=81.2 too. Not 3.5 or 10:7."
     )
     assert [(url, seconds) for _, url, seconds in found] == [
-        ("https://example.com/videos/4103.mp4", 81.2), (None, 81), (None, 15), (None, 3725),
+        ("https://example.com/videos/4103.mp4", 81.2),
+        (None, 81),
+        (None, 15),
+        (None, 3725),
     ]
     assert answering.find_citations("no moment here, version 2.1, ratio 16:9") == []
 
 
 def test_only_retrieved_moments_are_kept_and_invented_ones_removed_and_counted():
-    text = ("Press Command+T [01:21] (also [00:15]); not at [12:34] nor https://example.com/videos/4103.mp4#t=99.0 "
-            "nor https://example.com/videos/9999.mp4#t=81.2, but at 1:02:05.")
+    text = (
+        "Press Command+T [01:21] (also [00:15]); not at [12:34] nor https://example.com/videos/4103.mp4#t=99.0 "
+        "nor https://example.com/videos/9999.mp4#t=81.2, but at 1:02:05."
+    )
     clean, cited, invented, proposed = answering.check_citations(text, ["01:21", "07:00"], DOCS)
     assert [c.time for c in cited] == [81.25, 15.5, 3725.0]
     assert (invented, proposed) == (4, 8)

@@ -129,7 +129,9 @@ def empty_transcript(data: Path) -> dict[str, str]:
 def duplicate_video_id(data: Path) -> dict[str, str]:
     write_data(data, b=[*_sample()[2:], _sample()[1]])
     a, b = data / "a.json", data / "b.json"
-    return {BROKEN: f"{a}: video 9002: video_id: is also defined in {b}\n{b}: video 9002: video_id: is also defined in {a}"}
+    return {
+        BROKEN: f"{a}: video 9002: video_id: is also defined in {b}\n{b}: video 9002: video_id: is also defined in {a}"
+    }
 
 
 def not_utf8(data: Path) -> dict[str, str]:
@@ -230,8 +232,10 @@ def _catalog(tmp_path: Path, files: dict[str, bytes]) -> Catalog:
 def test_a_file_that_names_no_video_holds_back_every_removal(tmp_path):
     """If a file cannot be tied to any video, a missing video may just be unreadable: nothing is removed."""
     catalog = _catalog(tmp_path, {"a.json": json.dumps(SAMPLE[:1]).encode(), "b.json": b"[{garbage"})
-    assert [str(e) for e in catalog.errors] == [f"{tmp_path / 'b.json'}: is not valid JSON: Expecting property name "
-                                                "enclosed in double quotes at line 1 column 3"]
+    assert [str(e) for e in catalog.errors] == [
+        f"{tmp_path / 'b.json'}: is not valid JSON: Expecting property name "
+        "enclosed in double quotes at line 1 column 3"
+    ]
     stored = {9001: {"fingerprint"}, 9003: {"fingerprint"}}
     plan = reconcile(catalog, stored, lambda v: "fingerprint")
     assert plan.removed == [] and plan.unchanged == ["9001"] and list(plan.failed) == [str(tmp_path / "b.json")]
@@ -241,7 +245,9 @@ def test_a_file_that_names_no_video_holds_back_every_removal(tmp_path):
 
 def test_a_missing_data_folder_removes_nothing(tmp_path):
     catalog = load_catalog(tmp_path / "unmounted")
-    assert [str(e) for e in catalog.errors] == [f"{tmp_path / 'unmounted'}: is not a folder: no transcripts can be read from it"]
+    assert [str(e) for e in catalog.errors] == [
+        f"{tmp_path / 'unmounted'}: is not a folder: no transcripts can be read from it"
+    ]
     assert reconcile(catalog, {9001: {"f"}}, lambda v: "f").removed == []
 
 
@@ -254,8 +260,11 @@ def test_a_missing_data_folder_removes_nothing(tmp_path):
         (lambda v: v["transcripts"][1].update(end=-1), "transcripts[1].end", "is -1, not a number of seconds or null"),
         (lambda v: v["transcripts"][2].update(sent=None), "transcripts[2].sent", "is null, not a string"),
         (lambda v: v["transcripts"][3].update(sent_id=0), "transcripts[3].sent_id", "0 appears twice"),
-        (lambda v: v.update(transcripts=[{**t, "sent": " "} for t in v["transcripts"]]), "transcripts",
-         "holds only empty phrases"),
+        (
+            lambda v: v.update(transcripts=[{**t, "sent": " "} for t in v["transcripts"]]),
+            "transcripts",
+            "holds only empty phrases",
+        ),
         (lambda v: v["qa"][0].update(sent_id=999), "qa[0].sent_id", "is 999, not the sent_id of a phrase"),
     ],
 )
@@ -267,8 +276,12 @@ def test_each_record_problem_names_its_field(tmp_path, change, field, message):
     [error] = catalog.errors
     assert isinstance(error, InputError) and (error.field, error.detail) == (field, message)
     assert str(error) == ": ".join(
-        [str(tmp_path / "a.json"), *(["video 9001"] if "video_id" not in message else []), *([field] if field else []),
-         message]
+        [
+            str(tmp_path / "a.json"),
+            *(["video 9001"] if "video_id" not in message else []),
+            *([field] if field else []),
+            message,
+        ]
     )
 
 

@@ -54,9 +54,10 @@ def test_the_sensor_requests_nothing_removes_nothing_and_says_why(name, ingested
     before = stored_points(storage)
     shutil.copy(CORPUS / name, ingested / name)
 
-    with dg.DagsterInstance.get() as instance, dg.build_sensor_context(
-        instance=instance, resources=resources_from_env()
-    ) as context:
+    with (
+        dg.DagsterInstance.get() as instance,
+        dg.build_sensor_context(instance=instance, resources=resources_from_env()) as context,
+    ):
         result = transcript_folder_sensor(context)
 
     assert result.run_requests == [] and result.dynamic_partitions_requests == []
@@ -71,8 +72,13 @@ def test_the_whole_corpus_at_once_through_the_real_command(ingested, storage):  
     for name in MANIFEST:
         shutil.copy(CORPUS / name, ingested / name)
 
-    done = subprocess.run([str(Path(sys.executable).with_name("pstuts")), "ingest"], env=dict(os.environ),
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("pstuts")), "ingest"],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
     assert done.returncode == 1, done.stderr
     missing = [m for name in MANIFEST for m in expected(name, ingested) if m not in done.stderr]

@@ -139,7 +139,10 @@ def _linking(chunks: list[Document]):
 def test_the_linking_check_fails_on_a_lost_doubled_or_rewritten_phrase():
     assert _linking([_chunk_doc(0, PHRASES[:2]), _chunk_doc(1, PHRASES[2:])]).passed
     lost = [_chunk_doc(0, PHRASES[:1]), _chunk_doc(1, PHRASES[2:])]
-    doubled = [_chunk_doc(0, PHRASES[:2]), _chunk_doc(1, PHRASES[1:])]  # "Okay." at the end of one and start of the next
+    doubled = [
+        _chunk_doc(0, PHRASES[:2]),
+        _chunk_doc(1, PHRASES[1:]),
+    ]  # "Okay." at the end of one and start of the next
     rewritten = [_chunk_doc(0, PHRASES[:2]), _chunk_doc(1, PHRASES[2:])]
     rewritten[1].page_content = "Now crop it!"
     padded = [_chunk_doc(0, PHRASES[:2]), _chunk_doc(1, PHRASES[2:])]
@@ -156,13 +159,17 @@ def test_the_timing_check_fails_on_a_chunk_going_backwards_or_a_wrong_span():
     unset = [_chunk_doc(0, PHRASES[:2]), _chunk_doc(1, PHRASES[2:])]
     unset[1].metadata["stop"] = None
     result = chunk_times_ordered_and_bounded(timestamped_chunks={"1": unset})
-    assert not result.passed and result.metadata["problems"].value == {"1": ["chunk 1: start/stop 3.0/None, not its phrases' span 3.0/5.0"]}
+    assert not result.passed and result.metadata["problems"].value == {
+        "1": ["chunk 1: start/stop 3.0/None, not its phrases' span 3.0/5.0"]
+    }
 
 
 def test_the_window_check_fails_on_a_chunk_over_the_window():
     huge = [(i, "Click the layer and drag it.", float(i), i + 1.0) for i in range(60)]
     result = chunks_fit_token_window(
-        timestamped_chunks={"1": [_chunk_doc(0, huge)]}, embeddings=EmbeddingsResource(), chunking_settings=ChunkingResource()
+        timestamped_chunks={"1": [_chunk_doc(0, huge)]},
+        embeddings=EmbeddingsResource(),
+        chunking_settings=ChunkingResource(),
     )
     assert not result.passed and "over the 256-token window" in str(result.metadata["problems"].value)
 

@@ -13,7 +13,23 @@ from pstuts_pipeline.transcripts import Phrase, normalize_text, repair_times
 
 COUNT = token_counter(EmbeddingSpec())
 WINDOW, SPECIAL = window_tokens(EmbeddingSpec())
-WORDS = ["Okay.", "So", "let's", "open", "the", "Layers", "panel.", "Now,", "I'll", "drag", "it!", "Right?", "e.g.", "3.5", "..."]
+WORDS = [
+    "Okay.",
+    "So",
+    "let's",
+    "open",
+    "the",
+    "Layers",
+    "panel.",
+    "Now,",
+    "I'll",
+    "drag",
+    "it!",
+    "Right?",
+    "e.g.",
+    "3.5",
+    "...",
+]
 LONG = st.one_of(
     st.integers(60, 400).map(lambda n: " ".join(["layer"] * n)),  # many words
     st.integers(100, 400).map(lambda n: "!" * n),  # one "word" of one token per character
@@ -21,7 +37,9 @@ LONG = st.one_of(
     st.integers(20, 120).map(lambda n: "Click here. Then drag! " * n),
 )
 TEXT = st.one_of(
-    st.sampled_from(["Okay.", "Okay.", "Um.", "Now click OK. Then drag it! Done? Yes.", "Let's open the Layers panel."]),
+    st.sampled_from(
+        ["Okay.", "Okay.", "Um.", "Now click OK. Then drag it! Done? Yes.", "Let's open the Layers panel."]
+    ),
     st.sampled_from(["", " ", "\t \n", "\u3000"]),  # empty and whitespace-only phrases
     st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=30),  # any unicode
     st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join),
@@ -107,16 +125,22 @@ PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 
 @PROPERTY
-@given(phrases=messy_transcripts(), cap=CAPS, breakpoint=st.sampled_from(["percentile", "standard_deviation", "gradient"]))
+@given(
+    phrases=messy_transcripts(), cap=CAPS, breakpoint=st.sampled_from(["percentile", "standard_deviation", "gradient"])
+)
 @example(phrases=[Phrase(0, "Okay.", 0.0, 1.0)], cap=WINDOW, breakpoint="percentile")
 def test_semantic_chunker_output_is_linked_and_capped(phrases, cap, breakpoint, hash_embeddings):
     settings_ = ChunkerSettings(breakpoint_threshold_type=breakpoint, max_tokens=cap)
-    texts = chunking.semantic_chunks(chunking.make_chunker(hash_embeddings, settings_), chunking.full_transcript(phrases))
+    texts = chunking.semantic_chunks(
+        chunking.make_chunker(hash_embeddings, settings_), chunking.full_transcript(phrases)
+    )
     assert_sound_chunks(phrases, _timed(texts, phrases, cap), cap)
 
 
 @PROPERTY
-@given(phrases=messy_transcripts(), cuts=st.sets(st.integers(0, 40)), sep=st.sampled_from([" ", "\n", "  \n "]), cap=CAPS)
+@given(
+    phrases=messy_transcripts(), cuts=st.sets(st.integers(0, 40)), sep=st.sampled_from([" ", "\n", "  \n "]), cap=CAPS
+)
 def test_any_partition_at_phrase_boundaries_is_linked_and_capped(phrases, cuts, sep, cap):
     assert_sound_chunks(phrases, _timed(phrase_partition(phrases, cuts, sep), phrases, cap), cap)
 

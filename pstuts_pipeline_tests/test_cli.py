@@ -43,9 +43,22 @@ def point_counts(storage: Path) -> dict[int, int]:
 
 def materialize(partition: str, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [str(BIN / "dagster"), "asset", "materialize", "-m", "pstuts_pipeline.definitions",
-         "--select", ",".join(INGESTION_ASSET_NAMES), "--partition", partition],
-        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            str(BIN / "dagster"),
+            "asset",
+            "materialize",
+            "-m",
+            "pstuts_pipeline.definitions",
+            "--select",
+            ",".join(INGESTION_ASSET_NAMES),
+            "--partition",
+            partition,
+        ],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 

@@ -37,9 +37,18 @@ def test_a_question_without_a_word_is_refused_in_one_line(monkeypatch, capsys, q
 
 def test_titles_and_snippets_cannot_drive_the_terminal(capsys):
     result = SearchResult(
-        video_id=1, title="\x1b[2J\x1b[31mEvil title", url="https://example.com/v.mp4", start=0, stop=5, link_time=1,
-        link="https://example.com/v.mp4#t=1.0\x07", score=1.0, text="Before. \x1b]0;owned\x07Linked. After.",
-        chunk_index=0, link_sent_id=1, link_sentence="\x1b]0;owned\x07Linked.",
+        video_id=1,
+        title="\x1b[2J\x1b[31mEvil title",
+        url="https://example.com/v.mp4",
+        start=0,
+        stop=5,
+        link_time=1,
+        link="https://example.com/v.mp4#t=1.0\x07",
+        score=1.0,
+        text="Before. \x1b]0;owned\x07Linked. After.",
+        chunk_index=0,
+        link_sent_id=1,
+        link_sentence="\x1b]0;owned\x07Linked.",
     )
     cli._print_results("why\x1b[5m?", [result], as_json=False)
     out = capsys.readouterr().out
@@ -72,7 +81,10 @@ def test_a_dagster_storage_error_names_the_instance_folder(monkeypatch, capsys, 
     monkeypatch.setattr(cli, "app", read_only)
     code, _, err = run_main(monkeypatch, capsys)
     assert code == 1
-    assert err.strip() == f"error: Dagster instance in {tmp_path / 'home'} (DAGSTER_HOME): attempt to write a readonly database"
+    assert (
+        err.strip()
+        == f"error: Dagster instance in {tmp_path / 'home'} (DAGSTER_HOME): attempt to write a readonly database"
+    )
 
 
 def test_an_unreachable_qdrant_server_is_named():
@@ -88,8 +100,14 @@ def test_an_unreachable_qdrant_server_is_named():
 def test_search_against_an_unreachable_server_says_which(storage):
     url = f"http://127.0.0.1:{free_port()}"
     env = {**os.environ, "QDRANT_URL": url, "PSTUTS_DATA_DIR": str(REPO / "data")}
-    done = subprocess.run([str(Path(sys.executable).with_name("pstuts")), "search", "How do I crop?"], env=env,
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("pstuts")), "search", "How do I crop?"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1
     assert f"error: Qdrant server at {url} (QDRANT_URL): [Errno 111] Connection refused" in done.stderr, done.stderr
 
@@ -99,13 +117,17 @@ def test_a_full_disk_under_local_qdrant_names_the_folder(tmp_path):
     with pytest.raises(QdrantStorageError) as full:
         with qdrant.get_client():
             raise sqlite3.OperationalError("database or disk is full")  # what qdrant-client's SQLite raises
-    assert str(full.value) == f"local Qdrant folder {tmp_path / 'qdrant'} (PSTUTS_QDRANT_PATH): database or disk is full"
+    assert (
+        str(full.value) == f"local Qdrant folder {tmp_path / 'qdrant'} (PSTUTS_QDRANT_PATH): database or disk is full"
+    )
 
 
 def test_a_folder_that_cannot_be_written_is_named(tmp_path):
     (tmp_path / "file").write_text("not a folder")
     qdrant = QdrantResource(path=str(tmp_path / "file" / "qdrant"))
-    with pytest.raises(QdrantStorageError, match=f"local Qdrant folder {tmp_path / 'file' / 'qdrant'} .*cannot be opened"):
+    with pytest.raises(
+        QdrantStorageError, match=f"local Qdrant folder {tmp_path / 'file' / 'qdrant'} .*cannot be opened"
+    ):
         with qdrant.get_client():
             pass
 

@@ -41,8 +41,9 @@ def ingest_runs(dev: DagsterDev, trigger: str = "sensor") -> list[dict]:
 
 
 def ranges(runs: list[dict]) -> list[tuple[str, str]]:
-    return [(r["tags"]["dagster/asset_partition_range_start"], r["tags"]["dagster/asset_partition_range_end"])
-            for r in runs]
+    return [
+        (r["tags"]["dagster/asset_partition_range_start"], r["tags"]["dagster/asset_partition_range_end"]) for r in runs
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +96,11 @@ BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill
 
 def test_a_range_materialized_from_the_ui_is_one_run(dev):
     """What the UI's "Materialize" on two selected partitions sends: a backfill, which the daemon runs as one run."""
-    params = {"partitionNames": ["9001", "9002"], "fromFailure": False,
-              "assetSelection": [{"path": [name]} for name in INGESTION_ASSET_NAMES]}
+    params = {
+        "partitionNames": ["9001", "9002"],
+        "fromFailure": False,
+        "assetSelection": [{"path": [name]} for name in INGESTION_ASSET_NAMES],
+    }
     answer = dev.gql(BACKFILL, params=params)["launchPartitionBackfill"]
     assert answer["__typename"] == "LaunchBackfillSuccess", answer
     backfill = answer["backfillId"]
@@ -104,7 +108,9 @@ def test_a_range_materialized_from_the_ui_is_one_run(dev):
     dev.wait_until(lambda: ran() and all(r["status"] == "SUCCESS" for r in ran()), 600, f"backfill {backfill}")
     [run] = ran()
     assert (run["tags"]["dagster/asset_partition_range_start"], run["tags"]["dagster/asset_partition_range_end"]) == (
-        "9001", "9002")
+        "9001",
+        "9002",
+    )
     dev.wait_settled()
 
 
@@ -114,9 +120,19 @@ def test_the_ui_renders_the_lineage_and_the_partitions_in_a_real_browser(dev):
 
     def rendered(path: str) -> str:
         page = subprocess.run(
-            ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1500,1000",
-             "--virtual-time-budget=20000", "--dump-dom", dev.url + path],
-            capture_output=True, text=True, timeout=180,
+            [
+                "chromium",
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--window-size=1500,1000",
+                "--virtual-time-budget=20000",
+                "--dump-dom",
+                dev.url + path,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
         )
         assert page.returncode == 0, page.stderr[-2000:]
         return page.stdout

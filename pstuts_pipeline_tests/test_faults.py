@@ -25,8 +25,12 @@ COLLECTION = "pstuts_transcripts"
 
 
 def env_for(root: Path) -> dict[str, str]:
-    return {**os.environ, "PSTUTS_DATA_DIR": str(root / "data"), "PSTUTS_STORAGE_DIR": str(root / "storage"),
-            "DAGSTER_HOME": str(root / "storage" / "dagster_home")}
+    return {
+        **os.environ,
+        "PSTUTS_DATA_DIR": str(root / "data"),
+        "PSTUTS_STORAGE_DIR": str(root / "storage"),
+        "DAGSTER_HOME": str(root / "storage" / "dagster_home"),
+    }
 
 
 def new_state(root: Path) -> dict[str, str]:
@@ -37,8 +41,9 @@ def new_state(root: Path) -> dict[str, str]:
 
 
 def pstuts(env: dict[str, str], *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "pstuts"), *args], env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [str(BIN / "pstuts"), *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def points(env: dict[str, str]) -> list[tuple[str, str, int, str]]:
@@ -48,8 +53,10 @@ def points(env: dict[str, str]) -> list[tuple[str, str, int, str]]:
         found, _ = client.scroll(COLLECTION, limit=10_000, with_payload=True)
     finally:
         client.close()
-    return sorted((str(p.id), p.payload["metadata"]["fingerprint"], p.payload["metadata"]["video_id"],
-                   p.payload["page_content"]) for p in found)
+    return sorted(
+        (str(p.id), p.payload["metadata"]["fingerprint"], p.payload["metadata"]["video_id"], p.payload["page_content"])
+        for p in found
+    )
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +102,14 @@ def run_created(home: str) -> bool:
 
 
 def start_ingest(env: dict[str, str], *args: str) -> subprocess.Popen:
-    return subprocess.Popen([str(BIN / "pstuts"), "ingest", *args], env=env, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [str(BIN / "pstuts"), "ingest", *args],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for_step(process: subprocess.Popen, env: dict[str, str], step: str, timeout: float = 300) -> None:
@@ -133,7 +146,8 @@ def test_kill_9_at_each_step_then_the_next_ingest_recovers_exactly(step, tmp_pat
     # recording its success, or in the step itself; for the first, as the run starts.
     order = INGESTION_ASSET_NAMES
     assert killed_in in order[max(order.index(step) - 1, 0) : order.index(step) + 1] or (
-        step == "raw_transcripts" and killed_in is None), killed_in
+        step == "raw_transcripts" and killed_in is None
+    ), killed_in
     assert points(env) == clean_points, f"killed in {killed_in}"
     with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
         statuses = [r.status for r in instance.get_runs()]
@@ -180,8 +194,9 @@ def test_a_full_disk_keeps_what_was_stored_and_the_next_ingest_with_room_recover
     storage = Path(env["PSTUTS_STORAGE_DIR"])
     small = tmp_path / "small"
     small.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], capture_output=True,
-                             text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip()}): the full-disk case needs one")
     try:

@@ -126,7 +126,9 @@ def test_an_edited_video_reembeds_only_its_new_texts(data_folder, storage):
     before = points_by_id(resources)
     file = data_folder / "videos.json"
     videos = json.loads(file.read_text())
-    known_texts = set().union(*(texts_of(v, []) for v in videos), (p["payload"]["page_content"] for p in before.values()))
+    known_texts = set().union(
+        *(texts_of(v, []) for v in videos), (p["payload"]["page_content"] for p in before.values())
+    )
 
     edited = max(videos, key=lambda v: len(v["transcripts"]))
     phrase = edited["transcripts"][len(edited["transcripts"]) // 2]
@@ -136,7 +138,9 @@ def test_an_edited_video_reembeds_only_its_new_texts(data_folder, storage):
     report = ingest(defs, instance)
     assert report.ok and report.plan.to_ingest == [str(edited["video_id"])] and len(report.run_ids) == 1
     after = points_by_id(resources)
-    mine = lambda points, want: {i: p for i, p in points.items() if (p["payload"]["metadata"]["video_id"] == edited["video_id"]) == want}  # noqa: E731
+    mine = lambda points, want: {
+        i: p for i, p in points.items() if (p["payload"]["metadata"]["video_id"] == edited["video_id"]) == want
+    }  # noqa: E731
     assert mine(after, False) == mine(before, False), "other videos' points changed"
     new_chunks = [p["payload"]["page_content"] for p in mine(after, True).values()]
     assert any(phrase["sent"] in text for text in new_chunks)
@@ -200,13 +204,17 @@ def test_a_cli_ingest_with_nothing_to_do_loads_neither_qdrant_nor_torch(data_fol
     command = [sys.executable, "-X", "importtime", "-m", "pstuts_pipeline.cli", "ingest"]
     first = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-3000:]
-    loaded = lambda run: {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}  # noqa: E731
+    loaded = lambda run: {
+        line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")
+    }  # noqa: E731
     assert {"torch", "qdrant_client"} <= loaded(first)
 
     again = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "videos unchanged (skipped) │ 3" in again.stderr
-    assert loaded(again).isdisjoint({"torch", "qdrant_client", "sqlalchemy", "pandas", "langchain_experimental.text_splitter"})
+    assert loaded(again).isdisjoint(
+        {"torch", "qdrant_client", "sqlalchemy", "pandas", "langchain_experimental.text_splitter"}
+    )
 
 
 def test_runs_hold_at_most_the_limit_of_consecutive_partitions():
@@ -220,7 +228,9 @@ def test_runs_hold_at_most_the_limit_of_consecutive_partitions():
 @pytest.mark.slow
 def test_bfloat16_is_another_model_id_with_nearly_the_same_vectors():
     exact, fast = embedding.EmbeddingSpec(), embedding.EmbeddingSpec(precision="bfloat16")
-    assert fast.model_id == f"{exact.model_id}@bfloat16" and embedding.cache_namespace(fast) != embedding.cache_namespace(exact)
+    assert fast.model_id == f"{exact.model_id}@bfloat16" and embedding.cache_namespace(
+        fast
+    ) != embedding.cache_namespace(exact)
     texts = ["Select the layer mask, then paint with black.", "Okay.", "Choose Filter > Blur > Gaussian Blur " * 8]
     a = np.array(embedding.load_embeddings(exact).embed_documents(texts))
     b = np.array(embedding.load_embeddings(fast).embed_documents(texts))

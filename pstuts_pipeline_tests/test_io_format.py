@@ -46,8 +46,10 @@ def materialize(selection: list, instance: dg.DagsterInstance, io_path: Path) ->
         selection=selection,
         partition_key="9001",
         instance=instance,
-        resources={"io_manager": PartitionedJsonIOManager(base_path=str(io_path)),
-                   "transcript_source": TranscriptSource(data_dir=str(SAMPLE_DIR))},
+        resources={
+            "io_manager": PartitionedJsonIOManager(base_path=str(io_path)),
+            "transcript_source": TranscriptSource(data_dir=str(SAMPLE_DIR)),
+        },
         raise_on_error=False,
     )
 

@@ -79,7 +79,9 @@ def test_a_utf8_byte_order_mark_is_accepted_and_hashes_the_same(tmp_path):
     (data / "good.json").write_bytes(codecs.BOM_UTF8 + json.dumps(SAMPLE).encode())
     with_bom = load_catalog(data)
     assert not with_bom.errors
-    assert {k: v.content_hash for k, v in with_bom.videos.items()} == {k: v.content_hash for k, v in plain.videos.items()}
+    assert {k: v.content_hash for k, v in with_bom.videos.items()} == {
+        k: v.content_hash for k, v in plain.videos.items()
+    }
 
 
 def test_a_video_twice_in_one_file_is_one_error_that_says_so(tmp_path):
@@ -118,8 +120,13 @@ def test_materializing_a_video_that_a_summary_covers_fails_with_the_summary(tmp_
     data = folder_with(tmp_path / "data", {"broken.json": json.dumps(broken).encode()})
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(video_partitions.name, ["9104"])
-    result = dg.materialize([raw_transcripts], partition_key="9104", instance=instance, raise_on_error=False,
-                            resources={"transcript_source": TranscriptSource(data_dir=str(data))})
+    result = dg.materialize(
+        [raw_transcripts],
+        partition_key="9104",
+        instance=instance,
+        raise_on_error=False,
+        resources={"transcript_source": TranscriptSource(data_dir=str(data))},
+    )
     [failure] = [e for e in result.all_events if e.is_step_failure]
     description = failure.step_failure_data.user_failure_data.description
     assert description.startswith(f"{data / 'broken.json'}: 5 records rejected, first 3: video 9100: title: is null")

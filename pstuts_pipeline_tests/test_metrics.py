@@ -72,7 +72,9 @@ def test_evaluate_pairs_questions_with_their_results():
 def test_video_rank_is_the_first_result_from_the_answers_video_chunk_or_not():
     judged = judge(QUESTION, [Hit(8, 90, 110, 100), Hit(7, 0, 20, 5), Hit(7, 90, 110, 100)])
     assert (judged.video_rank, judged.hit_rank) == (2, 3)
-    m = summarize([judged, judge(QUESTION, [Hit(7, 0, 20, 5)]), judge(QUESTION, [Hit(9, 0, 1, 0)] * 5 + [Hit(7, 0, 1, 0)])])
+    m = summarize(
+        [judged, judge(QUESTION, [Hit(7, 0, 20, 5)]), judge(QUESTION, [Hit(9, 0, 1, 0)] * 5 + [Hit(7, 0, 1, 0)])]
+    )
     assert (m["video@1"], m["video@5"]) == (pytest.approx(1 / 3), pytest.approx(2 / 3))
 
 

@@ -40,8 +40,11 @@ def test_a_copy_of_the_bundled_model_elsewhere_is_recognised_and_checked(model_c
     verify_model_folder(model_copy)  # an exact copy passes
     flip_byte(model_copy / "model.safetensors", 8192)
     message = refusal(EmbeddingSpec(model=str(model_copy), batch_size=4))
-    assert re.match(rf"{re.escape(str(model_copy / 'model.safetensors'))}: sha256 [0-9a-f]{{64}} differs from the "
-                    r"official all-MiniLM-L6-v2 release \(53aa5117", message)
+    assert re.match(
+        rf"{re.escape(str(model_copy / 'model.safetensors'))}: sha256 [0-9a-f]{{64}} differs from the "
+        r"official all-MiniLM-L6-v2 release \(53aa5117",
+        message,
+    )
 
 
 def tune_like(folder: Path) -> None:

@@ -1,7 +1,6 @@
 """The `openai` embeddings provider against a real OpenAI-compatible server (infinity-emb serving all-MiniLM-L6-v2):
 ingest and search, a refused key, rate limits and 5xx retried by the client and by Dagster."""
 
-
 import dagster as dg
 import pytest
 from servers import EMBEDDING_URL, REPO, SERVED_MODEL, FlakyProxy, keyed_embedding_server, run_script
@@ -50,7 +49,9 @@ def use_openai(monkeypatch, base_url: str, key: str) -> None:
 def search(defs: dg.Definitions, question: str) -> list[retrieval.SearchResult]:
     embeddings, qdrant = defs.resources["embeddings"], defs.resources["qdrant"]
     with qdrant.get_client() as client:
-        return retrieval.search(client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, question, 3)
+        return retrieval.search(
+            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, question, 3
+        )
 
 
 def test_ingest_and_search_through_a_keyed_openai_compatible_server(storage, monkeypatch, keyed_server):
@@ -124,9 +125,13 @@ def test_dagster_retries_a_step_when_the_client_gives_up(storage, proxy, monkeyp
 
     proxy.fail_next(*[503, 429] * 3, 503)  # the chunker's first batch, every attempt of it
     upstream = job.execute_in_process(
-        instance=instance, partition_key="9001", raise_on_error=False,
-        asset_selection=[dg.AssetKey(n) for n in
-                         ("raw_transcripts", "phrase_documents", "full_transcripts", "kamradt_chunks", "timestamped_chunks")],
+        instance=instance,
+        partition_key="9001",
+        raise_on_error=False,
+        asset_selection=[
+            dg.AssetKey(n)
+            for n in ("raw_transcripts", "phrase_documents", "full_transcripts", "kamradt_chunks", "timestamped_chunks")
+        ],
     )
     assert upstream.success
     assert failed_attempts(instance, upstream.run_id, "kamradt_chunks") == 1
@@ -134,7 +139,10 @@ def test_dagster_retries_a_step_when_the_client_gives_up(storage, proxy, monkeyp
 
     proxy.fail_next(*[502] * 7)  # the writer's batch of chunk texts (the phrase windows are cached)
     write = job.execute_in_process(
-        instance=instance, partition_key="9001", raise_on_error=False, asset_selection=[dg.AssetKey("qdrant_collection")]
+        instance=instance,
+        partition_key="9001",
+        raise_on_error=False,
+        asset_selection=[dg.AssetKey("qdrant_collection")],
     )
     assert write.success
     assert failed_attempts(instance, write.run_id, "qdrant_collection") == 1

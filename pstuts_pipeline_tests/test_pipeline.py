@@ -68,7 +68,9 @@ def test_each_asset_on_a_real_video(few_real_videos):
     instance.add_dynamic_partitions("videos", [key])
     context = lambda: dg.build_asset_context(partition_key=key, instance=instance)  # noqa: E731
 
-    raw = raw_transcripts(context(), transcript_source=TranscriptSource(data_dir=str(folder)), embeddings=EmbeddingsResource())
+    raw = raw_transcripts(
+        context(), transcript_source=TranscriptSource(data_dir=str(folder)), embeddings=EmbeddingsResource()
+    )
     assert raw[key].record == video and len(raw[key].content_hash) == 64
 
     phrases = phrase_documents(context(), raw_transcripts=raw)[key]
@@ -97,7 +99,9 @@ def test_each_asset_on_a_real_video(few_real_videos):
     assert linked == [p["sent_id"] for p in video["transcripts"]]
     for chunk in timed:
         meta = chunk.metadata
-        assert chunk.page_content == " ".join(d.page_content for d in phrases if d.metadata["sent_id"] in meta["sent_ids"])
+        assert chunk.page_content == " ".join(
+            d.page_content for d in phrases if d.metadata["sent_id"] in meta["sent_ids"]
+        )
         assert meta["start"] == meta["speech_start_stop_times"][0][0]
         assert meta["stop"] == meta["speech_start_stop_times"][-1][1]
         assert embeddings.count_tokens(chunk.page_content) + 2 <= 256
@@ -138,7 +142,9 @@ def test_materializing_real_videos_fills_qdrant_idempotently(few_real_videos, st
         texts = {p["sent_id"]: p["sent"].strip() for p in video["transcripts"]}
         assert payload["page_content"] == " ".join(texts[s] for s in meta["sent_ids"])
     for video in chosen:
-        linked = sorted(s for p in payloads if p["metadata"]["video_id"] == video["video_id"] for s in p["metadata"]["sent_ids"])
+        linked = sorted(
+            s for p in payloads if p["metadata"]["video_id"] == video["video_id"] for s in p["metadata"]["sent_ids"]
+        )
         assert linked == [p["sent_id"] for p in video["transcripts"]]
 
     # Every run recorded passing checks in the instance.
@@ -151,7 +157,9 @@ def test_materializing_real_videos_fills_qdrant_idempotently(few_real_videos, st
     assert again.ok and again.run_ids
     after = _payloads(qdrant_path, "pstuts_transcripts")
     assert sorted(p["id"] for p in after) == sorted(p["id"] for p in payloads)
-    assert sorted(json.dumps(p, sort_keys=True) for p in after) == sorted(json.dumps(p, sort_keys=True) for p in payloads)
+    assert sorted(json.dumps(p, sort_keys=True) for p in after) == sorted(
+        json.dumps(p, sort_keys=True) for p in payloads
+    )
 
 
 @pytest.mark.slow
@@ -164,7 +172,9 @@ def test_langchain_qdrant_vectorstore_reads_the_collection(few_real_videos, stor
     embeddings: EmbeddingsResource = defs.resources["embeddings"]
     question = chosen[0]["qa"][0]["q"]
     with qdrant.get_client() as client:
-        store = QdrantVectorStore(client=client, collection_name=qdrant.collection, embedding=embeddings.query_embeddings())
+        store = QdrantVectorStore(
+            client=client, collection_name=qdrant.collection, embedding=embeddings.query_embeddings()
+        )
         found = store.similarity_search(question, k=3)
     assert len(found) == 3
     assert all(set(vectorstore.PAYLOAD_FIELDS) <= set(d.metadata) for d in found)

@@ -57,8 +57,11 @@ def test_a_video_materialized_with_the_production_instance_is_recorded_in_postgr
     home = storage / "dagster_home"
     shutil.copy(REPO / "deploy" / "dagster.yaml", home / "dagster.yaml")
     for name, value in {
-        "DAGSTER_PG_HOST": PG["host"], "DAGSTER_PG_PORT": PG["port"], "DAGSTER_PG_DB": fresh_database,
-        "DAGSTER_PG_USERNAME": PG["user"], "DAGSTER_PG_PASSWORD": PG["password"],
+        "DAGSTER_PG_HOST": PG["host"],
+        "DAGSTER_PG_PORT": PG["port"],
+        "DAGSTER_PG_DB": fresh_database,
+        "DAGSTER_PG_USERNAME": PG["user"],
+        "DAGSTER_PG_PASSWORD": PG["password"],
         "PSTUTS_DATA_DIR": str(REPO / "data"),
     }.items():
         monkeypatch.setenv(name, value)
@@ -90,8 +93,12 @@ def test_a_video_materialized_with_the_production_instance_is_recorded_in_postgr
     )
     assert sorted(checks) == [
         (name, "SUCCEEDED")
-        for name in ("chunk_times_ordered_and_bounded", "chunks_fit_token_window", "phrases_linked_exactly_once",
-                     "points_match_chunks")
+        for name in (
+            "chunk_times_ordered_and_bounded",
+            "chunks_fit_token_window",
+            "phrases_linked_exactly_once",
+            "points_match_chunks",
+        )
     ]
     partitions = query(fresh_database, "SELECT partition FROM dynamic_partitions WHERE partitions_def_name = 'videos'")
     assert sorted(p for (p,) in partitions) == ["9001", "9002", "9003"]

@@ -104,8 +104,13 @@ def test_parallel_writers_create_the_collection_once_with_a_video_id_index(colle
 def video_points(video_id: int, chunks: int) -> list[models.PointStruct]:
     rng = np.random.default_rng(video_id)
     timed = [
-        TimedChunk(i, (Phrase(2 * i, f"phrase {2 * i} of {video_id}", 2.0 * i, 2.0 * i + 1),
-                       Phrase(2 * i + 1, f"phrase {2 * i + 1} of {video_id}", 2.0 * i + 1, 2.0 * i + 2)))
+        TimedChunk(
+            i,
+            (
+                Phrase(2 * i, f"phrase {2 * i} of {video_id}", 2.0 * i, 2.0 * i + 1),
+                Phrase(2 * i + 1, f"phrase {2 * i + 1} of {video_id}", 2.0 * i + 1, 2.0 * i + 2),
+            ),
+        )
         for i in range(chunks)
     ]
     info = vectorstore.VideoInfo(video_id, f"video {video_id}", "", f"https://example.com/{video_id}", "hash")

@@ -64,9 +64,21 @@ def trained(slice_files, tmp_path_factory) -> Path:
     env = {**os.environ, "DAGSTER_HOME": str(root / "dagster_home"), "PSTUTS_STORAGE_DIR": str(root)}
     args = ["--train", str(train), "--dev", str(dev), "--out", str(root / "rerankers"), "--batch-size", "8"]
     done = subprocess.run(
-        [str(BIN / "pstuts"), "tune-reranker", *args, "--max-steps", str(STEPS), "--eval-steps", "6",
-         "--learning-rate", "3e-4"],
-        env=env, capture_output=True, text=True, timeout=900,
+        [
+            str(BIN / "pstuts"),
+            "tune-reranker",
+            *args,
+            "--max-steps",
+            str(STEPS),
+            "--eval-steps",
+            "6",
+            "--learning-rate",
+            "3e-4",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stderr
     folder = Path(done.stdout.strip().splitlines()[-1])
@@ -106,8 +118,12 @@ def test_training_moves_the_answer_above_other_videos_phrases(trained, slice_fil
     assert margin(reranking.Reranker(trained)) > margin(untrained) + 0.5
     # A hand-made case: the phrase naming the question's tool beats an unrelated one from another video.
     model = reranking.Reranker(trained)
-    scores = model.score([("crop the photo", "Select the Crop tool and drag over the photo."),
-                          ("crop the photo", "Now we add a gradient to the sky.")])
+    scores = model.score(
+        [
+            ("crop the photo", "Select the Crop tool and drag over the photo."),
+            ("crop the photo", "Now we add a gradient to the sky."),
+        ]
+    )
     assert scores[0] > scores[1]
 
 
@@ -162,7 +178,9 @@ def test_search_with_the_reranker_on_real_dev_videos(searchable, trained, monkey
     # `pstuts evaluate` goes through the same path and reports the unambiguous subset and video@k.
     run = subprocess.run(
         [str(BIN / "pstuts"), "evaluate", "--qa", str(searchable["qa_file"]), "--json"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, **searchable["env"], "PSTUTS_RERANKER": str(trained)},
     )
     assert run.returncode == 0, run.stderr

@@ -146,8 +146,11 @@ def test_retriever_returns_documents_with_the_link_in_metadata(searchable):
     question = searchable["questions"][0]
     with qdrant.get_client() as client:
         retriever = PstutsRetriever(
-            client=client, collection=qdrant.collection, embeddings=embeddings.query_embeddings(),
-            model_id=embeddings.model_id, k=3,
+            client=client,
+            collection=qdrant.collection,
+            embeddings=embeddings.query_embeddings(),
+            model_id=embeddings.model_id,
+            k=3,
         )
         documents = retriever.invoke(question.text)
         expected = retrieval.search(
@@ -175,7 +178,9 @@ def test_retrieval_evaluation_asset_records_numeric_metrics(searchable):
         assert isinstance(metadata[name], dg.FloatMetadataValue) and 0.0 <= metadata[name].value <= 1.0
     assert metadata["questions"].value == len(searchable["questions"])
     ranked = ask(searchable, [q.text for q in searchable["questions"]], 10)
-    assert metadata["hit@5"].value == pytest.approx(evaluation.evaluate(searchable["questions"], ranked)["hit@5"], abs=1e-4)
+    assert metadata["hit@5"].value == pytest.approx(
+        evaluation.evaluate(searchable["questions"], ranked)["hit@5"], abs=1e-4
+    )
 
 
 @pytest.mark.slow
@@ -184,7 +189,10 @@ def test_pstuts_evaluate_prints_the_metrics_as_json(searchable):
 
     run = subprocess.run(
         [str(Path(sys.executable).parent / "pstuts"), "evaluate", "--qa", str(searchable["qa_file"]), "--json"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, **searchable["env"]},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **searchable["env"]},
     )
     assert run.returncode == 0, run.stderr
     metrics = json.loads(run.stdout.strip().splitlines()[-1])

@@ -36,8 +36,13 @@ def test_intermediate_assets_go_to_an_object_store_url(storage, monkeypatch):
 
 
 def test_the_production_instance_yaml_is_valid_dagster_config(tmp_path, monkeypatch):
-    for name, value in {"DAGSTER_PG_HOST": "db", "DAGSTER_PG_PORT": "5432", "DAGSTER_PG_DB": "dagster",
-                        "DAGSTER_PG_USERNAME": "dagster", "DAGSTER_PG_PASSWORD": "x"}.items():
+    for name, value in {
+        "DAGSTER_PG_HOST": "db",
+        "DAGSTER_PG_PORT": "5432",
+        "DAGSTER_PG_DB": "dagster",
+        "DAGSTER_PG_USERNAME": "dagster",
+        "DAGSTER_PG_PASSWORD": "x",
+    }.items():
         monkeypatch.setenv(name, value)
     (tmp_path / "dagster.yaml").write_text((DEPLOY / "dagster.yaml").read_text())
     config, _ = dagster_instance_config(str(tmp_path))

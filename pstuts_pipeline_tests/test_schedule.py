@@ -39,8 +39,10 @@ def evaluate(defs: dg.Definitions, name: str, instance: dg.DagsterInstance) -> l
 
 def ranges(result: list[dg.RunRequest] | dg.SkipReason) -> list[tuple[str, str, str]]:
     assert not isinstance(result, dg.SkipReason), result.skip_message
-    return [(r.tags[ASSET_PARTITION_RANGE_START_TAG], r.tags[ASSET_PARTITION_RANGE_END_TAG], r.tags["pstuts/reason"])
-            for r in result]
+    return [
+        (r.tags[ASSET_PARTITION_RANGE_START_TAG], r.tags[ASSET_PARTITION_RANGE_END_TAG], r.tags["pstuts/reason"])
+        for r in result
+    ]
 
 
 @pytest.mark.slow
@@ -94,8 +96,10 @@ def test_schedules_request_changed_and_removed_videos_and_all_on_request(storage
 
 
 def test_cron_and_timezone_come_from_the_environment():
-    code = ("from pstuts_pipeline.definitions import defs; s = defs.resolve_schedule_def('nightly_removal'); "
-            "print(s.cron_schedule, s.execution_timezone)")
+    code = (
+        "from pstuts_pipeline.definitions import defs; s = defs.resolve_schedule_def('nightly_removal'); "
+        "print(s.cron_schedule, s.execution_timezone)"
+    )
     env = {**os.environ, "PSTUTS_REINGEST_CRON": "30 1 * * 0", "PSTUTS_REINGEST_TIMEZONE": "Europe/Berlin"}
     configured = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert configured.returncode == 0, configured.stderr

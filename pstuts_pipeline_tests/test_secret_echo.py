@@ -69,8 +69,14 @@ def test_a_400_that_echoes_the_key_leaks_it_nowhere(storage, echoing_server):
         "PSTUTS_DATA_DIR": str(REPO / "data"),
         "COLUMNS": "300",
     }
-    done = subprocess.run([str(Path(sys.executable).with_name("pstuts")), "ingest"], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("pstuts")), "ingest"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 1, output
     assert echoing_server.presented and all(SECRET in h for h in echoing_server.presented)  # the key was sent

@@ -31,11 +31,24 @@ def materialize(storage: Path, env: dict[str, str]) -> subprocess.CompletedProce
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions(video_partitions.name, ["9001"])
     return subprocess.run(
-        [str(BIN / "dagster"), "asset", "materialize", "-m", "pstuts_pipeline.definitions",
-         "--select", ",".join(INGESTION_ASSET_NAMES), "--partition", "9001",
-         "--config-json", json.dumps({"execution": {"config": {"in_process": {}}}})],
+        [
+            str(BIN / "dagster"),
+            "asset",
+            "materialize",
+            "-m",
+            "pstuts_pipeline.definitions",
+            "--select",
+            ",".join(INGESTION_ASSET_NAMES),
+            "--partition",
+            "9001",
+            "--config-json",
+            json.dumps({"execution": {"config": {"in_process": {}}}}),
+        ],
         env={**os.environ, **env, "DAGSTER_HOME": str(home), "PSTUTS_STORAGE_DIR": str(storage)},
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 

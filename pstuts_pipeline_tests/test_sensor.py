@@ -59,12 +59,15 @@ def test_new_videos_are_one_range_run_and_a_second_tick_waits_for_it(storage, tm
         [request] = first.run_requests
         assert request.job_name == INGEST_JOB_NAME and request.partition_key is None
         assert (request.tags[ASSET_PARTITION_RANGE_START_TAG], request.tags[ASSET_PARTITION_RANGE_END_TAG]) == (
-            "9001", "9003")
+            "9001",
+            "9003",
+        )
         assert request.tags["pstuts/reason"] == "new video" and request.tags["pstuts/videos"] == "3"
         # While the run is going the sensor asks for nothing more (it would ingest the same videos twice).
         apply_partition_requests(instance, first)
         run = instance.create_run_for_job(
-            build_definitions(resources_from_env()).resolve_job_def(INGEST_JOB_NAME), tags=request.tags,
+            build_definitions(resources_from_env()).resolve_job_def(INGEST_JOB_NAME),
+            tags=request.tags,
             status=dg.DagsterRunStatus.STARTED,
         )
         waiting = tick(instance)
@@ -112,7 +115,8 @@ def test_a_bad_file_is_reported_and_its_videos_kept(case, ingested, storage, cap
         launch(instance, result)
         for video in {str(v) for v in expected}:
             assert [p for p in stored_points(storage) if str(p["payload"]["metadata"]["video_id"]) == video] == [
-                p for p in before if str(p["payload"]["metadata"]["video_id"]) == video]
+                p for p in before if str(p["payload"]["metadata"]["video_id"]) == video
+            ]
 
 
 def test_a_missing_folder_removes_nothing(ingested, storage, tmp_path, capsys):
@@ -131,7 +135,10 @@ def test_a_removed_video_goes_through_the_removal_job_with_its_partition(ingeste
         (ingested / "b.json").unlink()
         result = tick(instance)
         [removal] = result.run_requests
-        assert removal.job_name == REMOVE_JOB_NAME and removal.tags["pstuts/reason"] == "video no longer in the data folder"
+        assert (
+            removal.job_name == REMOVE_JOB_NAME
+            and removal.tags["pstuts/reason"] == "video no longer in the data folder"
+        )
         launch(instance, result)
         assert point_counts(storage) == {9001: before[9001], 9002: before[9002]}
         assert set(instance.get_dynamic_partitions(video_partitions.name)) == {"9001", "9002"}

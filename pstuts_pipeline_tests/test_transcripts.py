@@ -14,7 +14,9 @@ TIME = st.one_of(st.none(), KNOWN_TIME)
 @st.composite
 def messy_phrases(draw: st.DrawFn) -> list[dict]:
     """Phrases with null, inverted, overlapping and backwards times, as a caption file may hold them."""
-    texts = draw(st.lists(st.sampled_from(["Okay.", "", "  ", "So. Next, the Crop tool!", "漢字 é\tx"]), min_size=1, max_size=40))
+    texts = draw(
+        st.lists(st.sampled_from(["Okay.", "", "  ", "So. Next, the Crop tool!", "漢字 é\tx"]), min_size=1, max_size=40)
+    )
     return [{"sent_id": i, "sent": t, "begin": draw(TIME), "end": draw(TIME)} for i, t in enumerate(texts)]
 
 
@@ -90,7 +92,9 @@ def test_sound_times_are_left_untouched(raw):
 @given(messy_phrases())
 def test_repair_is_idempotent(raw):
     phrases, _ = repair_times(raw)
-    again, repairs = repair_times([{"sent_id": p.sent_id, "sent": p.text, "begin": p.begin, "end": p.end} for p in phrases])
+    again, repairs = repair_times(
+        [{"sent_id": p.sent_id, "sent": p.text, "begin": p.begin, "end": p.end} for p in phrases]
+    )
     assert again == phrases and repairs.total == 0
 
 

@@ -97,7 +97,10 @@ def test_hard_negatives_come_from_another_video_and_are_never_the_positive(pstut
     (tmp_path / "train.json").write_text(json.dumps(videos))
     split = tuning.load_split([tmp_path / "train.json"], 0)
     columns = tuning.training_triplets(split, _bag_of_words, top_k=5, seed=1)
-    assert list(columns) == ["anchor", "positive", "negative"] and columns["anchor"] == tuning.training_pairs(split)["anchor"]
+    assert (
+        list(columns) == ["anchor", "positive", "negative"]
+        and columns["anchor"] == tuning.training_pairs(split)["anchor"]
+    )
     texts_of: dict[int, set[str]] = {}
     for key, text in split.passages.items():
         texts_of.setdefault(int(key.split(":")[0]), set()).add(text)
@@ -106,7 +109,9 @@ def test_hard_negatives_come_from_another_video_and_are_never_the_positive(pstut
         assert negative != positive and negative not in texts_of[video_of[question, positive]]
         assert any(negative in texts for texts in texts_of.values())
     assert len(set(columns["negative"])) > 10  # a random one of the top few, not one phrase for every question
-    one_video = tuning.Split(split.examples[:3], {k: v for k, v in split.passages.items() if k.startswith(f"{split.examples[0].video_id}:")})
+    one_video = tuning.Split(
+        split.examples[:3], {k: v for k, v in split.passages.items() if k.startswith(f"{split.examples[0].video_id}:")}
+    )
     with pytest.raises(tuning.TuningDataError, match="no passage of another video"):
         tuning.training_triplets(one_video, _bag_of_words, top_k=5, seed=1)
 
@@ -151,7 +156,9 @@ def test_tuned_model_folder_records_its_card(tuned, slice_files):
     assert [d["sha256"] for d in card["training_data"]] == [_sha256(slice_files[0])]
     assert [d["sha256"] for d in card["dev_data"]] == [_sha256(slice_files[1])]
     qa = json.loads(slice_files[0].read_text())[0]["qa"]
-    distinct = {(retrieval.dense_query_text(p["q"]).strip(), p["sent_id"]) for p in qa}  # "How do I X?" = "How can I X?"
+    distinct = {
+        (retrieval.dense_query_text(p["q"]).strip(), p["sent_id"]) for p in qa
+    }  # "How do I X?" = "How can I X?"
     assert card["pairs"] == len(distinct) and 20 < len(distinct) <= TRAIN_QUESTIONS and card["steps"] == 4
     assert card["settings"]["batch_size"] == 8 and card["settings"]["max_steps"] == 4
     assert set(card["metrics"]["dev_base"]) == set(card["metrics"]["dev_tuned"]) >= {"accuracy@5", "mrr@10"}
@@ -177,7 +184,9 @@ def test_tuned_model_loads_and_embeds_differently_from_the_base(tuned):
 
 
 @pytest.mark.slow
-def test_latest_points_the_pipeline_at_the_newest_version_and_evaluation_compares_it_with_the_base(tuned, slice_files, storage, monkeypatch):
+def test_latest_points_the_pipeline_at_the_newest_version_and_evaluation_compares_it_with_the_base(
+    tuned, slice_files, storage, monkeypatch
+):
     folder, _ = tuned
     monkeypatch.setenv("PSTUTS_TUNED_MODELS_DIR", str(folder.parent))
     monkeypatch.setenv("PSTUTS_EMBEDDING_MODEL", "latest")

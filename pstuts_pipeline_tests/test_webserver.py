@@ -55,8 +55,10 @@ class Webserver:
             return False
 
     def location_loaded(self) -> bool:
-        entries = self.gql("{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus"
-                           " locationOrLoadError { __typename ... on PythonError { message } } } } } }")
+        entries = self.gql(
+            "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus"
+            " locationOrLoadError { __typename ... on PythonError { message } } } } } }"
+        )
         entry = entries["workspaceOrError"]["locationEntries"][0]
         error = entry["locationOrLoadError"] or {}
         assert error.get("__typename") != "PythonError", error.get("message")
@@ -70,12 +72,28 @@ def webserver(storage: Path, tmp_path: Path) -> Iterator[Webserver]:
     (tmp_path / "workspace.yaml").write_text(WORKSPACE_YAML)
     port = free_port()
     log = tmp_path / "webserver.log"
-    env = {**os.environ, "DAGSTER_HOME": str(home), "PSTUTS_STORAGE_DIR": str(storage),
-           "PSTUTS_DATA_DIR": str(REPO / "data")}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "PSTUTS_STORAGE_DIR": str(storage),
+        "PSTUTS_DATA_DIR": str(REPO / "data"),
+    }
     with log.open("w") as out:
         process = subprocess.Popen(
-            [str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port), "-w", str(tmp_path / "workspace.yaml")],
-            env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                str(BIN / "dagster-webserver"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-w",
+                str(tmp_path / "workspace.yaml"),
+            ],
+            env=env,
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     server = Webserver(process, f"http://127.0.0.1:{port}", log)
     try:
@@ -111,7 +129,9 @@ def test_the_ui_lists_assets_and_partitions_and_materializes_a_video(webserver):
     }
     assert all(n["partitionKeys"] == [] for n in ingestion)
     assert {c["name"] for n in ingestion for c in n["assetChecksOrError"]["checks"]} == {
-        "phrases_linked_exactly_once", "chunk_times_ordered_and_bounded", "chunks_fit_token_window",
+        "phrases_linked_exactly_once",
+        "chunk_times_ordered_and_bounded",
+        "chunks_fit_token_window",
         "points_match_chunks",
     }
 
@@ -127,11 +147,14 @@ def test_the_ui_lists_assets_and_partitions_and_materializes_a_video(webserver):
 
     # "Materialize" on partition 9001 of the ingest_videos job. Steps run in the run worker's process: the
     # default, one process per step, re-imports torch and the model for each and took ~100 s here.
-    launched = webserver.gql(LAUNCH, params={
-        "selector": {**REPOSITORY, "jobName": "ingest_videos"},
-        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": "9001"}]},
-        "runConfigData": '{"execution": {"config": {"in_process": {}}}}',
-    })["launchRun"]
+    launched = webserver.gql(
+        LAUNCH,
+        params={
+            "selector": {**REPOSITORY, "jobName": "ingest_videos"},
+            "executionMetadata": {"tags": [{"key": "dagster/partition", "value": "9001"}]},
+            "runConfigData": '{"execution": {"config": {"in_process": {}}}}',
+        },
+    )["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     run_id = launched["run"]["runId"]
     status_query = '{ runOrError(runId: "' + run_id + '") { ... on Run { status } } }'
@@ -154,7 +177,13 @@ def test_the_ui_lists_assets_and_partitions_and_materializes_a_video(webserver):
         assert node["assetPartitionStatuses"] == {"materializedPartitions": ["9001"], "failedPartitions": []}
         for check in node["assetChecksOrError"]["checks"]:
             assert check["executionForLatestMaterialization"]["status"] == "SUCCEEDED", (name, check)
-    written = {e["label"]: e.get("intValue") for e in results["qdrant_collection"]["assetMaterializations"][0]["metadataEntries"]}
-    chunks = {e["label"]: e.get("intValue") for e in results["timestamped_chunks"]["assetMaterializations"][0]["metadataEntries"]}
+    written = {
+        e["label"]: e.get("intValue")
+        for e in results["qdrant_collection"]["assetMaterializations"][0]["metadataEntries"]
+    }
+    chunks = {
+        e["label"]: e.get("intValue")
+        for e in results["timestamped_chunks"]["assetMaterializations"][0]["metadataEntries"]
+    }
     assert written["points_written"] == written["collection_points"] == chunks["chunks"] > 0
     assert chunks["max_chunk_tokens"] <= chunks["token_window"] == 256

@@ -28,8 +28,11 @@ def answer_metadata(
         name: dg.MetadataValue.float(round(value, 4)) for name, value in shown.items() if name != "answers"
     }
     metadata.update(
-        {f"extractive_{name}": dg.MetadataValue.float(round(value, 4)) for name, value in extractive.items()
-         if name != "answers"}
+        {
+            f"extractive_{name}": dg.MetadataValue.float(round(value, 4))
+            for name, value in extractive.items()
+            if name != "answers"
+        }
     )
     return metadata
 
@@ -52,7 +55,12 @@ def answer_evaluation(
         if not client.collection_exists(qdrant.collection):
             raise dg.Failure(description=f"collection {qdrant.collection!r} does not exist: ingest first")
         extractive, generated, search_seconds = answer_metrics.answer_questions(
-            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, sample, settings,
+            client,
+            qdrant.collection,
+            embeddings.query_embeddings(),
+            embeddings.model_id,
+            sample,
+            settings,
             config.top_k,
         )
     baseline = answer_metrics.summarize(sample, extractive, search_seconds)

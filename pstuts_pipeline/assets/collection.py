@@ -52,7 +52,10 @@ def qdrant_collection(
         for key, video_chunks in chunks.items():
             video = raw_transcripts[key]
             info = vectorstore.VideoInfo(
-                video.video_id, video.record["title"], video.record.get("desc", ""), video.record["url"],
+                video.video_id,
+                video.record["title"],
+                video.record.get("desc", ""),
+                video.record["url"],
                 video.content_hash,
             )
             fingerprint = vectorstore.build_fingerprint(video.content_hash, embeddings.model_id, settings)
@@ -65,8 +68,15 @@ def qdrant_collection(
             )
             before = {str(p.id) for p in existing[video.video_id]}
             stale = vectorstore.replace_video_points(client, qdrant.collection, video.video_id, points, before)
-            rows.append({"video": key, "title": info.title[:50], "points": len(points), "stale_deleted": stale,
-                         "fingerprint": fingerprint})
+            rows.append(
+                {
+                    "video": key,
+                    "title": info.title[:50],
+                    "points": len(points),
+                    "stale_deleted": stale,
+                    "fingerprint": fingerprint,
+                }
+            )
         total_points = client.count(qdrant.collection, exact=True).count
     return dg.MaterializeResult(
         metadata={

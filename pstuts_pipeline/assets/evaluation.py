@@ -70,8 +70,13 @@ def retrieval_evaluation(
         if not client.collection_exists(qdrant.collection):
             raise dg.Failure(description=f"collection {qdrant.collection!r} does not exist: ingest first")
         ranked = retrieval.search_many(
-            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id,
-            [q.text for q in questions], max(config.top_k, max(evaluation.KS)), reranker=reranker.get(),
+            client,
+            qdrant.collection,
+            embeddings.query_embeddings(),
+            embeddings.model_id,
+            [q.text for q in questions],
+            max(config.top_k, max(evaluation.KS)),
+            reranker=reranker.get(),
         )
     seconds = time.perf_counter() - started
     asked = evaluation.folder_questions(transcript_source.path())
@@ -80,21 +85,34 @@ def retrieval_evaluation(
     if config.compare_collection:
         with qdrant.get_client() as client:
             compared = side_by_side(
-                client, config.compare_collection, config.compare_model, embeddings, questions, metrics,
-                max(config.top_k, max(evaluation.KS)), reranker.get(), asked,
+                client,
+                config.compare_collection,
+                config.compare_model,
+                embeddings,
+                questions,
+                metrics,
+                max(config.top_k, max(evaluation.KS)),
+                reranker.get(),
+                asked,
             )
     context.log.info(", ".join(f"{k}={v:.3f}" for k, v in metrics.items()))
     subset = evaluation.UNAMBIGUOUS
     table = pd.DataFrame(
-        {"k": list(evaluation.KS),
-         "hit": [metrics[f"hit@{k}"] for k in evaluation.KS],
-         "link": [metrics[f"link@{k}"] for k in evaluation.KS],
-         f"hit ({subset})": [metrics[f"{subset}_hit@{k}"] for k in evaluation.KS],
-         f"link ({subset})": [metrics[f"{subset}_link@{k}"] for k in evaluation.KS]}
+        {
+            "k": list(evaluation.KS),
+            "hit": [metrics[f"hit@{k}"] for k in evaluation.KS],
+            "link": [metrics[f"link@{k}"] for k in evaluation.KS],
+            f"hit ({subset})": [metrics[f"{subset}_hit@{k}"] for k in evaluation.KS],
+            f"link ({subset})": [metrics[f"{subset}_link@{k}"] for k in evaluation.KS],
+        }
     )
     return dg.MaterializeResult(
         metadata={
-            **{name: dg.MetadataValue.float(round(value, 4)) for name, value in metrics.items() if "questions" not in name},
+            **{
+                name: dg.MetadataValue.float(round(value, 4))
+                for name, value in metrics.items()
+                if "questions" not in name
+            },
             "questions": len(questions),
             f"{subset}_questions": int(metrics[f"{subset}_questions"]),
             "reranker": reranker.model or "none",

@@ -26,7 +26,8 @@ def video_fields(video: SourceVideo) -> dict[str, object]:
 
 def phrases_of(documents: list[Document]) -> list[Phrase]:
     return [
-        Phrase(d.metadata["sent_id"], d.page_content, d.metadata["time_start"], d.metadata["time_end"]) for d in documents
+        Phrase(d.metadata["sent_id"], d.page_content, d.metadata["time_start"], d.metadata["time_end"])
+        for d in documents
     ]
 
 
