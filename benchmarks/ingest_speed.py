@@ -60,7 +60,7 @@ def snapshot_code(root: Path) -> tuple[Path, dict[str, str]]:
     shutil.copytree(REPO / "pstuts_pipeline", code / "pstuts_pipeline", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(REFERENCE, code / REFERENCE.name)
     os.environ["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
-    git = lambda *a: subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    git = lambda *a: subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True).stdout.strip()
     changed = git("status", "--porcelain", "--", "pstuts_pipeline", str(REFERENCE.relative_to(REPO)))
     return code, {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted_files": str(len(changed.splitlines()))}
 

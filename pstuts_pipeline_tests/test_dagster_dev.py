@@ -104,7 +104,7 @@ def test_a_range_materialized_from_the_ui_is_one_run(dev):
     answer = dev.gql(BACKFILL, params=params)["launchPartitionBackfill"]
     assert answer["__typename"] == "LaunchBackfillSuccess", answer
     backfill = answer["backfillId"]
-    ran = lambda: [r for r in dev.runs() if r["tags"].get("dagster/backfill") == backfill]  # noqa: E731
+    ran = lambda: [r for r in dev.runs() if r["tags"].get("dagster/backfill") == backfill]
     dev.wait_until(lambda: ran() and all(r["status"] == "SUCCESS" for r in ran()), 600, f"backfill {backfill}")
     [run] = ran()
     assert (run["tags"]["dagster/asset_partition_range_start"], run["tags"]["dagster/asset_partition_range_end"]) == (

@@ -138,9 +138,10 @@ def test_an_edited_video_reembeds_only_its_new_texts(data_folder, storage):
     report = ingest(defs, instance)
     assert report.ok and report.plan.to_ingest == [str(edited["video_id"])] and len(report.run_ids) == 1
     after = points_by_id(resources)
-    mine = lambda points, want: {
-        i: p for i, p in points.items() if (p["payload"]["metadata"]["video_id"] == edited["video_id"]) == want
-    }  # noqa: E731
+
+    def mine(points, want):
+        return {i: p for i, p in points.items() if (p["payload"]["metadata"]["video_id"] == edited["video_id"]) == want}
+
     assert mine(after, False) == mine(before, False), "other videos' points changed"
     new_chunks = [p["payload"]["page_content"] for p in mine(after, True).values()]
     assert any(phrase["sent"] in text for text in new_chunks)
@@ -204,9 +205,10 @@ def test_a_cli_ingest_with_nothing_to_do_loads_neither_qdrant_nor_torch(data_fol
     command = [sys.executable, "-X", "importtime", "-m", "pstuts_pipeline.cli", "ingest"]
     first = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-3000:]
-    loaded = lambda run: {
-        line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")
-    }  # noqa: E731
+
+    def loaded(run):
+        return {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+
     assert {"torch", "qdrant_client"} <= loaded(first)
 
     again = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)

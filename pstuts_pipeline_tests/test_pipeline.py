@@ -66,7 +66,7 @@ def test_each_asset_on_a_real_video(few_real_videos):
     key = str(video["video_id"])
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("videos", [key])
-    context = lambda: dg.build_asset_context(partition_key=key, instance=instance)  # noqa: E731
+    context = lambda: dg.build_asset_context(partition_key=key, instance=instance)
 
     raw = raw_transcripts(
         context(), transcript_source=TranscriptSource(data_dir=str(folder)), embeddings=EmbeddingsResource()

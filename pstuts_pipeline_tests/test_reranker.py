@@ -165,7 +165,7 @@ def test_search_with_the_reranker_on_real_dev_videos(searchable, trained, monkey
         documents = PstutsRetriever(
             client=client, collection=qdrant.collection, embeddings=args[2], model_id=args[3], k=3, reranker=model
         ).invoke(texts[0])
-    key = lambda r: (r.video_id, r.chunk_index)  # noqa: E731
+    key = lambda r: (r.video_id, r.chunk_index)
     for before, after in zip(first, reranked, strict=True):
         assert sorted(map(key, before)) == sorted(map(key, after))  # the same candidates, reordered
         assert [r.score for r in after] == sorted((r.score for r in after), reverse=True)

@@ -136,7 +136,7 @@ def test_one_question_at_a_time_gives_the_batch_answer(searchable):
             retrieval.search(client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, t, 5)
             for t in texts
         ]
-    key = lambda results: [(r.video_id, r.chunk_index, r.link_sent_id) for r in results]  # noqa: E731
+    key = lambda results: [(r.video_id, r.chunk_index, r.link_sent_id) for r in results]
     assert [key(r) for r in single] == [key(r) for r in batch]
 
 
