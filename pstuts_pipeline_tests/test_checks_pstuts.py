@@ -4,7 +4,6 @@ The ingest (real SemanticChunker and model, real local Qdrant) runs once per mod
 the 65 partitions; the tests then read its check evaluations and its stored outputs.
 """
 
-import pickle
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from pstuts_pipeline.checks import (
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import IngestReport, ingest
 from pstuts_pipeline.instance import DEFAULT_INSTANCE_YAML
+from pstuts_pipeline.io_managers import decode
 from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, resources_from_env
 from pstuts_pipeline.transcripts import normalize_text
 
@@ -39,7 +39,7 @@ class Ingested:
 
     def outputs(self, asset: str) -> dict[str, object]:
         folder = self.storage / "io" / asset
-        return {path.stem: pickle.loads(path.read_bytes()) for path in folder.glob("*.pkl")}
+        return {path.stem: decode(path.read_text(encoding="utf-8"), str(path)) for path in folder.glob("*.json")}
 
 
 @pytest.fixture(scope="module")
