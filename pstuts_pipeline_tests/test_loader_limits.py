@@ -114,7 +114,7 @@ def test_materializing_a_video_that_a_summary_covers_fails_with_the_summary(tmp_
 
     from pstuts_pipeline.assets.ingestion import raw_transcripts
     from pstuts_pipeline.partitions import video_partitions
-    from pstuts_pipeline.resources import TranscriptSource
+    from pstuts_pipeline.resources import EmbeddingsResource, TranscriptSource
 
     broken = [{**SAMPLE[0], "video_id": 9100 + i, "title": None} for i in range(5)]
     data = folder_with(tmp_path / "data", {"broken.json": json.dumps(broken).encode()})
@@ -125,7 +125,7 @@ def test_materializing_a_video_that_a_summary_covers_fails_with_the_summary(tmp_
         partition_key="9104",
         instance=instance,
         raise_on_error=False,
-        resources={"transcript_source": TranscriptSource(data_dir=str(data))},
+        resources={"transcript_source": TranscriptSource(data_dir=str(data)), "embeddings": EmbeddingsResource()},
     )
     [failure] = [e for e in result.all_events if e.is_step_failure]
     description = failure.step_failure_data.user_failure_data.description
