@@ -12,7 +12,7 @@ from langchain_core.documents import Document
 from pstuts_pipeline.assets.ingestion import full_transcripts, phrase_documents, raw_transcripts
 from pstuts_pipeline.io_managers import PartitionedJsonIOManager, decode, encode
 from pstuts_pipeline.partitions import video_partitions
-from pstuts_pipeline.resources import TranscriptSource
+from pstuts_pipeline.resources import EmbeddingsResource, TranscriptSource
 from pstuts_pipeline.transcripts import load_catalog
 
 
@@ -49,6 +49,7 @@ def materialize(selection: list, instance: dg.DagsterInstance, io_path: Path) ->
         resources={
             "io_manager": PartitionedJsonIOManager(base_path=str(io_path)),
             "transcript_source": TranscriptSource(data_dir=str(SAMPLE_DIR)),
+            "embeddings": EmbeddingsResource(),
         },
         raise_on_error=False,
     )
