@@ -56,7 +56,11 @@ def register_partitions(instance: dg.DagsterInstance, catalog: Catalog) -> list[
     """Add the catalog's new videos as partitions (in id order, so a first ingest is one range); the key order."""
     order, new = partition_order(instance.get_dynamic_partitions(video_partitions.name), catalog)
     if new:
-        instance.add_dynamic_partitions(video_partitions.name, new)
+        try:
+            instance.add_dynamic_partitions(video_partitions.name, new)
+        except Exception:  # another ingest registered them first (a UNIQUE constraint): fine if they are all there
+            if set(new) - set(instance.get_dynamic_partitions(video_partitions.name)):
+                raise
     return order
 
 
