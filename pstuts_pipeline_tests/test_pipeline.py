@@ -68,9 +68,7 @@ def test_each_asset_on_a_real_video(few_real_videos):
     instance.add_dynamic_partitions("videos", [key])
     context = lambda: dg.build_asset_context(partition_key=key, instance=instance)
 
-    raw = raw_transcripts(
-        context(), transcript_source=TranscriptSource(data_dir=str(folder)), embeddings=EmbeddingsResource()
-    )
+    raw = raw_transcripts(context(), transcript_source=TranscriptSource(data_dir=str(folder)))
     assert raw[key].record == video and len(raw[key].content_hash) == 64
 
     phrases = phrase_documents(context(), raw_transcripts=raw)[key]

@@ -42,7 +42,7 @@ def materialize(storage: Path, env: dict[str, str]) -> subprocess.CompletedProce
             "--partition",
             "9001",
             "--config-json",
-            json.dumps({"execution": {"config": {"in_process": {}}}}),
+            json.dumps({"execution": {"config": {}}}),
         ],
         env={**os.environ, **env, "DAGSTER_HOME": str(home), "PSTUTS_STORAGE_DIR": str(storage)},
         cwd=REPO,

@@ -152,7 +152,7 @@ def test_the_ui_lists_assets_and_partitions_and_materializes_a_video(webserver):
         params={
             "selector": {**REPOSITORY, "jobName": "ingest_videos"},
             "executionMetadata": {"tags": [{"key": "dagster/partition", "value": "9001"}]},
-            "runConfigData": '{"execution": {"config": {"in_process": {}}}}',
+            "runConfigData": '{"execution": {"config": {}}}',
         },
     )["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched

@@ -50,12 +50,9 @@ def chunk_table(chunks: list[Document], rows: int = 20) -> dg.MetadataValue:
 
 
 @dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP, kinds={"json"})
-def raw_transcripts(
-    context: dg.AssetExecutionContext, transcript_source: TranscriptSource, embeddings: EmbeddingsResource
-) -> dict[str, SourceVideo]:
+def raw_transcripts(context: dg.AssetExecutionContext, transcript_source: TranscriptSource) -> dict[str, SourceVideo]:
     """The video's record from the data folder, validated, with its file and content hash."""
     record_run_process(context)  # lets a later tick reclaim this run if its process is killed
-    embeddings.preload()  # kamradt_chunks needs the model two steps on
     catalog = load_catalog(transcript_source.path())
     wanted = context.partition_keys
     wanted_ids = {int(k) for k in wanted}
