@@ -20,7 +20,7 @@ from pstuts_pipeline import answering, retrieval
 from pstuts_pipeline.answering import Answer, find_citations
 from pstuts_pipeline.chat import ChatSettings, chat_model
 from pstuts_pipeline.evaluation import LINK_TOLERANCE_S, Question
-from pstuts_pipeline.retriever import result_document
+from pstuts_pipeline.langchain_retriever import result_document
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient

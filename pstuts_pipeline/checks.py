@@ -4,10 +4,10 @@ import dagster as dg
 from langchain_core.documents import Document
 
 from pstuts_pipeline import validation, vectorstore
+from pstuts_pipeline.assets.chunks import phrases_of, timed_chunk_of, timestamped_chunks
 from pstuts_pipeline.assets.collection import qdrant_collection
-from pstuts_pipeline.assets.ingestion import phrases_of, timed_chunk_of, timestamped_chunks
 from pstuts_pipeline.partitions import video_partitions
-from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource
+from pstuts_pipeline.resources import ChunkerResource, EmbeddingsResource, QdrantResource
 
 
 def _result(problems_by_video: dict[str, list[str]], **metadata: object) -> dg.AssetCheckResult:
@@ -62,11 +62,11 @@ def chunk_times_ordered_and_bounded(timestamped_chunks: dict[str, list[Document]
 
 @dg.asset_check(asset=timestamped_chunks, partitions_def=video_partitions, blocking=True)
 def chunks_fit_token_window(
-    timestamped_chunks: dict[str, list[Document]], embeddings: EmbeddingsResource, chunking_settings: ChunkingResource
+    timestamped_chunks: dict[str, list[Document]], embeddings: EmbeddingsResource, chunker: ChunkerResource
 ) -> dg.AssetCheckResult:
     """No chunk is longer than the embedder's input window, so none is truncated when embedded."""
     window, special = embeddings.window()
-    cap = chunking_settings.settings(window).max_tokens
+    cap = chunker.settings(window).max_tokens
     problems = {
         key: validation.window_problems([timed_chunk_of(d) for d in docs], embeddings.count_tokens, cap, special)
         for key, docs in timestamped_chunks.items()

@@ -281,7 +281,7 @@ def ask(
 ) -> None:
     """Answer in words, citing the moments in the videos where it is said (offline: the best sentence)."""
     from pstuts_pipeline.answering import answer_chain, mmss
-    from pstuts_pipeline.retriever import PstutsRetriever
+    from pstuts_pipeline.langchain_retriever import PstutsRetriever
 
     resources = _definitions().resources
     embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()

@@ -70,10 +70,10 @@ def unchanged_report(resources: Mapping[str, object], only: list[str] | None = N
     Needs neither Qdrant nor the Dagster instance (nor their imports), which is most of a no-op ingest's time.
     """
     started = time.perf_counter()
-    source, embeddings, chunking_settings, qdrant = (
+    source, embeddings, chunker, qdrant = (
         resources["transcript_source"],
         resources["embeddings"],
-        resources["chunking_settings"],
+        resources["chunker"],
         resources["qdrant"],
     )
     if qdrant.url:
@@ -84,7 +84,7 @@ def unchanged_report(resources: Mapping[str, object], only: list[str] | None = N
     if partitions is None:
         return None
     catalog = load_catalog(source.path())
-    result = reconcile(catalog, ledger.stored(), fingerprint_function(embeddings, chunking_settings), only=only)
+    result = reconcile(catalog, ledger.stored(), fingerprint_function(embeddings, chunker), only=only)
     if result.has_work or not set(catalog.videos) <= set(partitions):
         return None
     return IngestReport(
@@ -207,10 +207,10 @@ def ingest(
 ) -> IngestReport:
     """Reconcile the data folder with Qdrant, then execute the removal run and the ingest runs it asks for."""
     started = time.perf_counter()
-    source, embeddings, chunking_settings, qdrant = (
+    source, embeddings, chunker, qdrant = (
         defs.resources["transcript_source"],
         defs.resources["embeddings"],
-        defs.resources["chunking_settings"],
+        defs.resources["chunker"],
         defs.resources["qdrant"],
     )
     home = None if instance.is_ephemeral else Path(instance.root_directory)
@@ -218,7 +218,7 @@ def ingest(
     on_progress(f"checking the data folder against {qdrant.collection}")
     view = observe_store(qdrant, home)
     catalog = load_catalog(source.path())
-    result = reconcile(catalog, view.stored, fingerprint_function(embeddings, chunking_settings), only, force)
+    result = reconcile(catalog, view.stored, fingerprint_function(embeddings, chunker), only, force)
     order = register_partitions(instance, catalog)
     report = IngestReport(result, reclaimed=reclaimed, dagster_home=str(instance.root_directory))
     if result.to_ingest:

@@ -103,14 +103,18 @@ def native_bf16() -> bool:
     return bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
 
 
+def shown_metrics(logs: dict[str, Any]) -> dict[str, Any]:
+    """A trainer log line with floats to 4 significant digits: a learning rate of 5e-05 must not print as 0.0."""
+    return {k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in logs.items()}
+
+
 def progress_callback(log: Log):  # -> transformers.TrainerCallback, imported lazily
     """A trainer callback that forwards loss and dev metrics to the caller's log as they come."""
     from transformers import TrainerCallback
 
     class LogProgress(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001, ANN201 - transformers' hook
-            shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in (logs or {}).items()}
-            log(f"step {state.global_step}/{state.max_steps}: {shown}")
+            log(f"step {state.global_step}/{state.max_steps}: {shown_metrics(logs or {})}")
 
     return LogProgress()
 

@@ -20,7 +20,7 @@ from pstuts_pipeline import ledger as ledgers
 from pstuts_pipeline.fingerprints import build_fingerprint
 from pstuts_pipeline.instance import reclaim_dead_runs
 from pstuts_pipeline.partitions import video_partitions
-from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
+from pstuts_pipeline.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
 from pstuts_pipeline.settings import max_videos_per_run
 from pstuts_pipeline.transcripts import Catalog, SourceVideo, load_catalog
 
@@ -122,11 +122,9 @@ def ingest_ranges(selected: list[str], order: list[str], limit: int) -> list[tup
     return ranges
 
 
-def fingerprint_function(
-    embeddings: EmbeddingsResource, chunking_settings: ChunkingResource
-) -> Callable[[SourceVideo], str]:
+def fingerprint_function(embeddings: EmbeddingsResource, chunker: ChunkerResource) -> Callable[[SourceVideo], str]:
     """How a video's fingerprint is computed now, to compare with the one stored beside its points."""
-    settings = chunking_settings.settings(embeddings.window()[0])
+    settings = chunker.settings(embeddings.window()[0])
     model_id = embeddings.model_id
     return lambda video: build_fingerprint(video.content_hash, model_id, settings)
 
@@ -278,7 +276,7 @@ def plan_tick(
     instance: dg.DagsterInstance,
     source: TranscriptSource,
     embeddings: EmbeddingsResource,
-    chunking_settings: ChunkingResource,
+    chunker: ChunkerResource,
     qdrant: QdrantResource,
     trigger: str,
     force: bool = False,
@@ -305,7 +303,7 @@ def plan_tick(
         return plan
     if home is not None:
         keep_in_ledger(qdrant, home, view)
-    fingerprint_of = fingerprint_function(embeddings, chunking_settings)
+    fingerprint_of = fingerprint_function(embeddings, chunker)
     result = reconcile(catalog, view.stored, fingerprint_of, force=force)
     order, plan.new_partitions = partition_order(instance.get_dynamic_partitions(video_partitions.name), catalog)
     wanted = {k: fingerprint_of(catalog.videos[k]) for k in result.to_ingest}

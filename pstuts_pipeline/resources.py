@@ -101,7 +101,7 @@ class RerankerResource(dg.ConfigurableResource):
         return reranking.load_reranker(self.model, reranking.RerankSettings(self.depth, self.phrases, self.weight))
 
 
-class ChunkingResource(dg.ConfigurableResource):
+class ChunkerResource(dg.ConfigurableResource):
     """How Kamradt chunks are cut and bounded."""
 
     breakpoint_threshold_type: str = Field(
@@ -250,7 +250,7 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
             depth=env_int("PSTUTS_RERANK_DEPTH", reranking.DEPTH),
             phrases=env_int("PSTUTS_RERANK_PHRASES", reranking.PHRASES_PER_CHUNK),
         ),
-        "chunking_settings": ChunkingResource(
+        "chunker": ChunkerResource(
             buffer_size=env_int("PSTUTS_CHUNKER_BUFFER_SIZE", ChunkerSettings.buffer_size),
             max_chunk_tokens=env_int("PSTUTS_MAX_CHUNK_TOKENS", 0),
             min_chunk_tokens=env_int("PSTUTS_MIN_CHUNK_TOKENS", 8),

@@ -11,7 +11,7 @@ import dagster as dg
 from pstuts_pipeline.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.reconcile import plan_tick
-from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
+from pstuts_pipeline.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
 
 DEFAULT_CRON = "0 3 * * *"
 DEFAULT_TIMEZONE = "UTC"
@@ -36,7 +36,7 @@ def build_reconcile_schedule(name: str, job: dg.JobDefinition, cron: str, timezo
         context: dg.ScheduleEvaluationContext,
         transcript_source: TranscriptSource,
         embeddings: EmbeddingsResource,
-        chunking_settings: ChunkingResource,
+        chunker: ChunkerResource,
         qdrant: QdrantResource,
     ) -> list[dg.RunRequest] | dg.SkipReason:
         """Reconcile as the sensor does; every video when PSTUTS_REINGEST_ALL=1."""
@@ -44,7 +44,7 @@ def build_reconcile_schedule(name: str, job: dg.JobDefinition, cron: str, timezo
             context.instance,
             transcript_source,
             embeddings,
-            chunking_settings,
+            chunker,
             qdrant,
             trigger="schedule",
             force=reingest_all(),

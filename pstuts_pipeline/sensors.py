@@ -5,7 +5,7 @@ import dagster as dg
 from pstuts_pipeline.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.reconcile import plan_tick
-from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, TranscriptSource
+from pstuts_pipeline.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
 
 
 @dg.sensor(
@@ -17,11 +17,11 @@ def transcript_folder_sensor(
     context: dg.SensorEvaluationContext,
     transcript_source: TranscriptSource,
     embeddings: EmbeddingsResource,
-    chunking_settings: ChunkingResource,
+    chunker: ChunkerResource,
     qdrant: QdrantResource,
 ) -> dg.SensorResult:
     """Reconciles the folder with Qdrant: batched range runs for new or changed videos, one removal run."""
-    plan = plan_tick(context.instance, transcript_source, embeddings, chunking_settings, qdrant, trigger="sensor")
+    plan = plan_tick(context.instance, transcript_source, embeddings, chunker, qdrant, trigger="sensor")
     for line in plan.warnings:
         context.log.warning(line)
     additions = [video_partitions.build_add_request(plan.new_partitions)] if plan.new_partitions else []

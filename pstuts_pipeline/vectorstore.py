@@ -13,9 +13,6 @@ from qdrant_client import QdrantClient, models
 from pstuts_pipeline import lexical
 from pstuts_pipeline.chunking import TimedChunk
 
-# The fingerprint lives in a module of its own so `pstuts ingest` can plan without importing qdrant_client.
-from pstuts_pipeline.fingerprints import SCHEMA_VERSION, build_fingerprint  # noqa: F401 - re-exported
-
 DENSE_VECTOR = ""  # the default (unnamed) vector, so QdrantVectorStore(client, collection, embeddings) works
 SENTENCE_VECTORS = "sentences"
 SPARSE_VECTOR = "bm25"

@@ -15,8 +15,8 @@ from test_retrieval import searchable  # noqa: F401 - the module fixture: three 
 from pstuts_pipeline import answer_metrics, answering
 from pstuts_pipeline.assets.answers import answer_evaluation
 from pstuts_pipeline.chat import ChatSettings
+from pstuts_pipeline.langchain_retriever import PstutsRetriever
 from pstuts_pipeline.resources import ChatModelResource
-from pstuts_pipeline.retriever import PstutsRetriever
 
 pytestmark = pytest.mark.slow
 QUESTIONS = 4

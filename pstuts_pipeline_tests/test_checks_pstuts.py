@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 from test_bad_input import stored_points
 
 from pstuts_pipeline import validation
-from pstuts_pipeline.assets.ingestion import phrases_of, timed_chunk_of
+from pstuts_pipeline.assets.chunks import phrases_of, timed_chunk_of
 from pstuts_pipeline.checks import (
     chunk_times_ordered_and_bounded,
     chunks_fit_token_window,
@@ -25,7 +25,7 @@ from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import IngestReport, ingest
 from pstuts_pipeline.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.io_managers import decode
-from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource, resources_from_env
+from pstuts_pipeline.resources import ChunkerResource, EmbeddingsResource, QdrantResource, resources_from_env
 from pstuts_pipeline.transcripts import normalize_text
 
 CHECKS = [phrases_linked_exactly_once, chunk_times_ordered_and_bounded, chunks_fit_token_window, points_match_chunks]
@@ -169,7 +169,7 @@ def test_the_window_check_fails_on_a_chunk_over_the_window():
     result = chunks_fit_token_window(
         timestamped_chunks={"1": [_chunk_doc(0, huge)]},
         embeddings=EmbeddingsResource(),
-        chunking_settings=ChunkingResource(),
+        chunker=ChunkerResource(),
     )
     assert not result.passed and "over the 256-token window" in str(result.metadata["problems"].value)
 

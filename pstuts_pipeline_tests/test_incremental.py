@@ -186,7 +186,7 @@ def test_another_model_is_another_fingerprint_and_another_cache(data_folder, sto
     renamed = resources_from_env()
     assert renamed["embeddings"].model_id != resources["embeddings"].model_id
     stored, _ = read_store(renamed["qdrant"])
-    fingerprint_of = fingerprint_function(renamed["embeddings"], renamed["chunking_settings"])
+    fingerprint_of = fingerprint_function(renamed["embeddings"], renamed["chunker"])
     plan = reconcile(load_catalog(renamed["transcript_source"].path()), stored, fingerprint_of)
     assert sorted(plan.to_ingest) == sorted(first.plan.to_ingest) and plan.unchanged == []
     assert unchanged_report(renamed) is None

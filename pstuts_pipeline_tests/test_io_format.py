@@ -9,7 +9,7 @@ import pytest
 from conftest import SAMPLE_DIR
 from langchain_core.documents import Document
 
-from pstuts_pipeline.assets.ingestion import full_transcripts, phrase_documents, raw_transcripts
+from pstuts_pipeline.assets.chunks import full_transcripts, phrase_documents, raw_transcripts
 from pstuts_pipeline.io_managers import PartitionedJsonIOManager, decode, encode
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.resources import EmbeddingsResource, TranscriptSource

@@ -112,7 +112,7 @@ def test_control_characters_in_a_bad_value_are_escaped_in_the_message(tmp_path):
 def test_materializing_a_video_that_a_summary_covers_fails_with_the_summary(tmp_path):
     import dagster as dg
 
-    from pstuts_pipeline.assets.ingestion import raw_transcripts
+    from pstuts_pipeline.assets.chunks import raw_transcripts
     from pstuts_pipeline.partitions import video_partitions
     from pstuts_pipeline.resources import EmbeddingsResource, TranscriptSource
 

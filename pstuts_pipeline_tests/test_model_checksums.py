@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_supply_chain import flip_byte
 
-from pstuts_pipeline import embedding
+from pstuts_pipeline import embedding, model_versions
 from pstuts_pipeline.embedding import EmbeddingSpec, ModelIntegrityError, bundled_model_path, verify_model_folder
 from pstuts_pipeline.model_versions import CARD_FILE
 
@@ -78,3 +78,8 @@ def test_a_folder_with_no_known_checksum_is_used_as_given(model_copy):
     flip_byte(model_copy / "model.safetensors", 16384)
     verify_model_folder(model_copy)  # nothing to check it against: the user's own model
     assert embedding.known_checksums(model_copy) == ({}, "")
+
+
+def test_training_log_keeps_small_learning_rates_readable() -> None:
+    shown = model_versions.shown_metrics({"loss": 0.123456, "learning_rate": 3.2e-05, "epoch": 1})
+    assert shown == {"loss": 0.1235, "learning_rate": 3.2e-05, "epoch": 1}

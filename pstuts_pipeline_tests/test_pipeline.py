@@ -11,7 +11,7 @@ from qdrant_client import QdrantClient
 
 from pstuts_pipeline import vectorstore
 from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
-from pstuts_pipeline.assets.ingestion import (
+from pstuts_pipeline.assets.chunks import (
     full_transcripts,
     kamradt_chunks,
     phrase_documents,
@@ -21,7 +21,7 @@ from pstuts_pipeline.assets.ingestion import (
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import ingest
 from pstuts_pipeline.resources import (
-    ChunkingResource,
+    ChunkerResource,
     EmbeddingsResource,
     QdrantResource,
     TranscriptSource,
@@ -80,10 +80,8 @@ def test_each_asset_on_a_real_video(few_real_videos):
     assert full.page_content == "\n".join(p["sent"].strip() for p in video["transcripts"])
 
     embeddings = EmbeddingsResource(cache_dir="")
-    chunking_settings = ChunkingResource()
-    kamradt = kamradt_chunks(
-        context(), full_transcripts={key: full}, embeddings=embeddings, chunking_settings=chunking_settings
-    )[key]
+    chunker = ChunkerResource()
+    kamradt = kamradt_chunks(context(), full_transcripts={key: full}, embeddings=embeddings, chunker=chunker)[key]
     assert kamradt and all(isinstance(c, Document) for c in kamradt)
 
     timed = timestamped_chunks(
@@ -91,7 +89,7 @@ def test_each_asset_on_a_real_video(few_real_videos):
         phrase_documents={key: phrases},
         kamradt_chunks={key: kamradt},
         embeddings=embeddings,
-        chunking_settings=chunking_settings,
+        chunker=chunker,
     )[key]
     linked = [s for c in timed for s in c.metadata["sent_ids"]]
     assert linked == [p["sent_id"] for p in video["transcripts"]]

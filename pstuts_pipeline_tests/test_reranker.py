@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from pstuts_pipeline import evaluation, model_versions, reranker_training, reranking, retrieval, tuning
+from pstuts_pipeline.langchain_retriever import PstutsRetriever
 from pstuts_pipeline.resources import RerankerResource, resources_from_env
-from pstuts_pipeline.retriever import PstutsRetriever
 from pstuts_pipeline_tests.test_retrieval import searchable  # noqa: F401 - the three dev videos, ingested
 from pstuts_pipeline_tests.test_tuning import _bag_of_words, _sha256
 

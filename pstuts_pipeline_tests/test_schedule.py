@@ -17,7 +17,7 @@ from pstuts_pipeline.ingest import execute_request, ingest
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.reconcile import CHANGED_REASON, FORCED_REASON, REMOVED_REASON
 from pstuts_pipeline.resources import (
-    ChunkingResource,
+    ChunkerResource,
     EmbeddingsResource,
     QdrantResource,
     RerankerResource,
@@ -53,7 +53,7 @@ def test_schedules_request_changed_and_removed_videos_and_all_on_request(storage
     resources = {
         "transcript_source": TranscriptSource(data_dir=str(folder)),
         "embeddings": EmbeddingsResource(),
-        "chunking_settings": ChunkingResource(),
+        "chunker": ChunkerResource(),
         "qdrant": QdrantResource(path=str(storage / "qdrant")),
         "reranker": RerankerResource(),
     }
@@ -74,7 +74,7 @@ def test_schedules_request_changed_and_removed_videos_and_all_on_request(storage
     monkeypatch.delenv("PSTUTS_REINGEST_ALL")
 
     # Other chunking settings change every video's fingerprint: one run for all three.
-    retuned = build_definitions({**resources, "chunking_settings": ChunkingResource(max_chunk_tokens=96)})
+    retuned = build_definitions({**resources, "chunker": ChunkerResource(max_chunk_tokens=96)})
     assert [r[:2] for r in ranges(evaluate(retuned, "nightly_reingest", instance))] == [("9001", "9003")]
 
     # A new video is registered by the schedule itself and joins the range; a removed one goes to the removal job.

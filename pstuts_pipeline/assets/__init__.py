@@ -1,15 +1,15 @@
 """The asset graph: ingestion stages, the Qdrant collection, and what is built on top of it."""
 
 from pstuts_pipeline.assets.answers import answer_evaluation
-from pstuts_pipeline.assets.collection import qdrant_collection
-from pstuts_pipeline.assets.evaluation import retrieval_evaluation
-from pstuts_pipeline.assets.ingestion import (
+from pstuts_pipeline.assets.chunks import (
     full_transcripts,
     kamradt_chunks,
     phrase_documents,
     raw_transcripts,
     timestamped_chunks,
 )
+from pstuts_pipeline.assets.collection import qdrant_collection
+from pstuts_pipeline.assets.evaluation import retrieval_evaluation
 from pstuts_pipeline.assets.reranker import reranker
 from pstuts_pipeline.assets.tuning import tuned_embedder
 

@@ -4,9 +4,9 @@ import dagster as dg
 from pydantic import Field
 
 from pstuts_pipeline import answer_metrics
+from pstuts_pipeline.assets.chunks import TranscriptSource
 from pstuts_pipeline.assets.collection import qdrant_collection
 from pstuts_pipeline.assets.evaluation import EVALUATION_GROUP, load_qa, qa_paths
-from pstuts_pipeline.assets.ingestion import TranscriptSource
 from pstuts_pipeline.resources import ChatModelResource, EmbeddingsResource, QdrantResource
 
 

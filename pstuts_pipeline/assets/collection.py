@@ -7,9 +7,10 @@ import pandas as pd
 from langchain_core.documents import Document
 
 from pstuts_pipeline import vectorstore
-from pstuts_pipeline.assets.ingestion import INGESTION_GROUP, SINGLE_RUN, TRANSIENT_RETRY, timed_chunk_of
+from pstuts_pipeline.assets.chunks import INGESTION_GROUP, SINGLE_RUN, TRANSIENT_RETRY, timed_chunk_of
+from pstuts_pipeline.fingerprints import build_fingerprint
 from pstuts_pipeline.partitions import video_partitions
-from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, QdrantResource
+from pstuts_pipeline.resources import ChunkerResource, EmbeddingsResource, QdrantResource
 from pstuts_pipeline.transcripts import SourceVideo
 
 # Local-mode Qdrant admits one client per folder: one writer at a time (limit set in dagster.yaml).
@@ -29,13 +30,13 @@ def qdrant_collection(
     raw_transcripts: dict[str, SourceVideo],
     timestamped_chunks: dict[str, list[Document]],
     embeddings: EmbeddingsResource,
-    chunking_settings: ChunkingResource,
+    chunker: ChunkerResource,
     qdrant: QdrantResource,
 ) -> dg.MaterializeResult:
     """Embeds each video's chunks (whole chunk, each phrase, BM25 terms) and replaces its points in Qdrant."""
     started = time.perf_counter()
     model, counter = embeddings.get_embeddings()
-    settings = chunking_settings.settings(embeddings.window()[0])
+    settings = chunker.settings(embeddings.window()[0])
     chunks = {key: [timed_chunk_of(d) for d in docs] for key, docs in timestamped_chunks.items()}
     # One batch across videos. Each phrase is embedded alone, not with the neighbours the chunker saw: a question
     # names one step, and the bare phrase ranks the answer's chunk better (dev, dense alone: hit@5 0.41 vs 0.35).
@@ -58,7 +59,7 @@ def qdrant_collection(
                 video.record["url"],
                 video.content_hash,
             )
-            fingerprint = vectorstore.build_fingerprint(video.content_hash, embeddings.model_id, settings)
+            fingerprint = build_fingerprint(video.content_hash, embeddings.model_id, settings)
             points = vectorstore.build_points(
                 info,
                 video_chunks,

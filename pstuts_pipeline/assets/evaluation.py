@@ -8,8 +8,8 @@ import pandas as pd
 from pydantic import Field
 
 from pstuts_pipeline import evaluation, retrieval
+from pstuts_pipeline.assets.chunks import TranscriptSource
 from pstuts_pipeline.assets.collection import qdrant_collection
-from pstuts_pipeline.assets.ingestion import TranscriptSource
 from pstuts_pipeline.assets.tuning import side_by_side
 from pstuts_pipeline.resources import EmbeddingsResource, QdrantResource, RerankerResource
 

@@ -9,7 +9,7 @@ from langchain_core.documents import Document
 from pstuts_pipeline import chunking
 from pstuts_pipeline.instance import record_run_process
 from pstuts_pipeline.partitions import video_partitions
-from pstuts_pipeline.resources import ChunkingResource, EmbeddingsResource, TranscriptSource
+from pstuts_pipeline.resources import ChunkerResource, EmbeddingsResource, TranscriptSource
 from pstuts_pipeline.transcripts import Phrase, SourceVideo, TimeRepairs, load_catalog, repair_times
 
 # Several videos in one run share one model load and one batch of embeddings.
@@ -141,12 +141,12 @@ def kamradt_chunks(
     context: dg.AssetExecutionContext,
     full_transcripts: dict[str, Document],
     embeddings: EmbeddingsResource,
-    chunking_settings: ChunkingResource,
+    chunker: ChunkerResource,
 ) -> dict[str, list[Document]]:
     """SemanticChunker over each full transcript, one phrase per 'sentence' so boundaries fall between phrases."""
     started = time.perf_counter()
     model, counter = embeddings.get_embeddings()
-    settings = chunking_settings.settings(embeddings.window()[0])
+    settings = chunker.settings(embeddings.window()[0])
     # Embed every video's chunker windows in one batch (filling the cache) instead of one small batch each.
     windows = [
         w
@@ -154,10 +154,10 @@ def kamradt_chunks(
         for w in chunking.chunker_windows(chunking.transcript_lines(doc.page_content), settings.buffer_size)
     ]
     model.embed_documents(windows)
-    chunker = chunking.make_chunker(model, settings)
+    semantic_chunker = chunking.make_chunker(model, settings)
     result: dict[str, list[Document]] = {}
     for key, doc in full_transcripts.items():
-        texts = chunking.semantic_chunks(chunker, doc.page_content)
+        texts = chunking.semantic_chunks(semantic_chunker, doc.page_content)
         result[key] = [
             Document(page_content=t, metadata={**doc.metadata, "kamradt_index": i}) for i, t in enumerate(texts)
         ]
@@ -182,11 +182,11 @@ def timestamped_chunks(
     phrase_documents: dict[str, list[Document]],
     kamradt_chunks: dict[str, list[Document]],
     embeddings: EmbeddingsResource,
-    chunking_settings: ChunkingResource,
+    chunker: ChunkerResource,
 ) -> dict[str, list[Document]]:
     """Each chunk linked to its phrases by character offsets, capped at the embedder's window."""
     window, special = embeddings.window()
-    settings = chunking_settings.settings(window)
+    settings = chunker.settings(window)
     result: dict[str, list[Document]] = {}
     for key, documents in phrase_documents.items():
         meta = {k: documents[0].metadata[k] for k in ("video_id", "title", "desc", "url")}
