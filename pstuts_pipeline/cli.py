@@ -16,6 +16,7 @@ from rich.table import Table
 from pstuts_pipeline.redaction import redact
 
 if TYPE_CHECKING:
+    import dagster as dg
     from qdrant_client import QdrantClient
 
 app = typer.Typer(
@@ -150,15 +151,22 @@ def tune(
         eval_steps=eval_steps,
         threads=threads,
     )
-    event = materialize_tuned_embedder(instance_for_cli(), config)
-    table = Table(title="pstuts tune", show_header=False)
-    for name in ("pairs", "steps", "training_seconds", "dev_accuracy@5", "dev_mrr@10"):
+    _print_trained(
+        materialize_tuned_embedder(instance_for_cli(), config),
+        "pstuts tune",
+        ("pairs", "steps", "training_seconds", "dev_accuracy@5", "dev_mrr@10"),
+        "use it: PSTUTS_EMBEDDING_MODEL=<folder below> (or =latest), then `pstuts ingest` into a new collection",
+    )
+
+
+def _print_trained(event: "dg.AssetMaterialization", title: str, names: tuple[str, ...], hint: str) -> None:
+    """A training run's figures and dev metrics, how to use the model, and its folder as the last line."""
+    table = Table(title=title, show_header=False)
+    for name in names:
         table.add_row(name, str(event.metadata[name].value))
     console.print(table)
     console.print(event.metadata["dev_metrics"].value)
-    console.print(
-        "use it: PSTUTS_EMBEDDING_MODEL=<folder below> (or =latest), then `pstuts ingest` into a new collection"
-    )
+    console.print(hint)
     print(event.metadata["model_folder"].value, flush=True)
 
 
@@ -187,14 +195,12 @@ def tune_reranker(
         eval_steps=eval_steps,
         threads=threads,
     )
-    event = materialize_reranker(instance_for_cli(), config)
-    table = Table(title="pstuts tune-reranker", show_header=False)
-    for name in ("pairs", "steps", "training_seconds", "dev_mrr@10"):
-        table.add_row(name, str(event.metadata[name].value))
-    console.print(table)
-    console.print(event.metadata["dev_metrics"].value)
-    console.print("use it: PSTUTS_RERANKER=<folder below> (or =latest) with `pstuts search` / `pstuts evaluate`")
-    print(event.metadata["model_folder"].value, flush=True)
+    _print_trained(
+        materialize_reranker(instance_for_cli(), config),
+        "pstuts tune-reranker",
+        ("pairs", "steps", "training_seconds", "dev_mrr@10"),
+        "use it: PSTUTS_RERANKER=<folder below> (or =latest) with `pstuts search` / `pstuts evaluate`",
+    )
 
 
 def _require_collection(client: "QdrantClient", collection: str) -> None:
