@@ -1,11 +1,10 @@
 """The in-domain reranker as an asset: a cross-encoder trained on PsTuts questions, written as a versioned folder."""
 
 import dagster as dg
-import pandas as pd
 from pydantic import Field
 
 from pstuts_pipeline import reranker_training
-from pstuts_pipeline.assets.tuning import TUNING_GROUP, TrainingConfig, materialize_in_process
+from pstuts_pipeline.assets.tuning import TUNING_GROUP, TrainingConfig, materialize_in_process, model_version_result
 
 DEFAULTS = reranker_training.RerankerSettings()
 
@@ -27,25 +26,7 @@ class RerankerConfig(TrainingConfig):
 def reranker(context: dg.AssetExecutionContext, config: RerankerConfig) -> dg.MaterializeResult:
     """A cross-encoder from all-MiniLM-L6-v2 trained to pick the answer phrase over other videos' first-stage hits."""
     result = config.train_with(reranker_training.train, config.settings(), context.log.info)
-    card = result.card
-    metrics = card["metrics"]
-    frame = pd.DataFrame({"untrained": metrics["dev_untrained"], "trained": metrics["dev_trained"]})
-    return dg.MaterializeResult(
-        metadata={
-            "model_folder": dg.MetadataValue.path(str(result.folder)),
-            "base_model_sha256": card["base_model"]["sha256"],
-            "model_sha256": card["model_sha256"],
-            "pairs": card["pairs"],
-            "steps": card["steps"],
-            "training_seconds": card["seconds"]["training"],
-            "seconds": card["seconds"]["total"],
-            **{f"dev_{name}": value for name, value in metrics["dev_trained"].items()},
-            "dev_metrics": dg.MetadataValue.md(frame.round(4).to_markdown()),
-            "training_data": dg.MetadataValue.json(card["training_data"]),
-            "settings": dg.MetadataValue.json(card["settings"]),
-        },
-        data_version=dg.DataVersion(card["model_sha256"]),
-    )
+    return model_version_result(result.folder, result.card, "dev_untrained", "dev_trained")
 
 
 def materialize_reranker(instance: dg.DagsterInstance, config: RerankerConfig) -> dg.AssetMaterialization:

@@ -56,31 +56,33 @@ class TunedEmbedderConfig(TrainingConfig):
         return self.settings_for(tuning.TuningSettings)
 
 
-def metrics_table(card: dict) -> dg.MetadataValue:
-    """Base and tuned dev metrics side by side."""
-    metrics = card["metrics"]
-    frame = pd.DataFrame({"base": metrics["dev_base"], "tuned": metrics["dev_tuned"]})
-    frame["gain"] = frame["tuned"] - frame["base"]
-    return dg.MetadataValue.md(frame.round(4).to_markdown())
-
-
 @dg.asset(group_name=TUNING_GROUP, kinds={"pytorch"})
 def tuned_embedder(context: dg.AssetExecutionContext, config: TunedEmbedderConfig) -> dg.MaterializeResult:
     """all-MiniLM-L6-v2 fine-tuned on PsTuts-VQA questions, written as a new versioned model folder."""
     result = config.train_with(tuning.train, config.settings(), context.log.info)
-    card = result.card
-    tuned = card["metrics"]["dev_tuned"]
+    return model_version_result(result.folder, result.card, "dev_base", "dev_tuned")
+
+
+def model_version_result(folder: Path, card: dict, before: str, after: str) -> dg.MaterializeResult:
+    """A trained model version as a materialization: its folder, hashes, data, settings and dev metrics.
+
+    `before` and `after` name the card's dev metrics of the starting and the trained model; the data version is the
+    model's hash, so assets reading it see a new version only when the weights change.
+    """
+    metrics = card["metrics"]
+    frame = pd.DataFrame({before.removeprefix("dev_"): metrics[before], after.removeprefix("dev_"): metrics[after]})
+    frame["gain"] = frame.iloc[:, 1] - frame.iloc[:, 0]
     return dg.MaterializeResult(
         metadata={
-            "model_folder": dg.MetadataValue.path(str(result.folder)),
+            "model_folder": dg.MetadataValue.path(str(folder)),
             "base_model_sha256": card["base_model"]["sha256"],
             "model_sha256": card["model_sha256"],
             "pairs": card["pairs"],
             "steps": card["steps"],
             "training_seconds": card["seconds"]["training"],
             "seconds": card["seconds"]["total"],
-            **{f"dev_{name}": value for name, value in tuned.items()},
-            "dev_metrics": metrics_table(card),
+            **{f"dev_{name}": value for name, value in metrics[after].items()},
+            "dev_metrics": dg.MetadataValue.md(frame.round(4).to_markdown()),
             "training_data": dg.MetadataValue.json(card["training_data"]),
             "settings": dg.MetadataValue.json(card["settings"]),
         },
