@@ -86,11 +86,22 @@ def sweep(defs, questions: list, asked: list, folder: Path, sample: int, latency
     print(
         f"\n| sweep on {sample} dev questions | hit@5 | link@5 | video@1 | video@5 | p50 ms | p95 ms |\n|---|---:|---:|---:|---:|---:|---:|"
     )
-    for depth, phrases, weight in ((0, 0, 0.0), (10, 1, 1.0), (10, 2, 1.0), (10, 2, 0.5), (10, 2, 2.0), (20, 2, 1.0)):
-        used = reranking.load_reranker(str(folder), reranking.RerankSettings(depth, phrases, weight)) if depth else None
+    for depth, phrases, weight, relink in (
+        (0, 0, 0.0, False),
+        (10, 1, 1.0, False),
+        (10, 2, 1.0, False),
+        (10, 2, 1.0, True),
+        (10, 2, 0.5, False),
+        (10, 2, 2.0, False),
+        (5, 2, 1.0, False),
+        (20, 2, 1.0, False),
+    ):
+        settings = reranking.RerankSettings(depth, phrases, weight, relink)
+        used = reranking.load_reranker(str(folder), settings) if depth else None
         row = measure(defs, chosen, asked, used, latency_sample)
         print(
-            f"| depth {depth}, phrases {phrases}, weight {weight} | {row['hit@5']:.3f} | {row['link@5']:.3f} | "
+            f"| depth {depth}, phrases {phrases}, weight {weight}, relink {relink} | {row['hit@5']:.3f} | "
+            f"{row['link@5']:.3f} | "
             f"{row['video@1']:.3f} | {row['video@5']:.3f} | {row['single_p50_ms']:.0f} | {row['single_p95_ms']:.0f} |",
             flush=True,
         )

@@ -29,6 +29,7 @@ class RerankSettings:
     depth: int = DEPTH
     phrases: int = PHRASES_PER_CHUNK
     weight: float = WEIGHT
+    relink: bool = False  # the link goes to the cross-encoder's best phrase instead of the link score's
 
 
 class Reranker:

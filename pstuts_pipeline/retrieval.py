@@ -149,8 +149,8 @@ def rerank(
 ) -> list[list[Candidate]]:
     """Rescore each question's candidates with the cross-encoder in one batch; keep the top-k by the combined score.
 
-    A chunk's cross-encoder score is that of its best phrase among its top few by the link score; the link then
-    goes to that phrase.
+    A chunk's cross-encoder score is that of its best phrase among its top few by the link score; the link stays on
+    the link score's phrase unless the settings say `relink`.
     """
     settings = reranker.settings
     pairs, owners = [], []
@@ -170,7 +170,8 @@ def rerank(
         cross = reranking.standardised(np.array([best[number, slot][0] for slot in range(len(pool))]))
         for slot, found in enumerate(pool):
             found.score += settings.weight * float(cross[slot])
-            found.choice = best[number, slot][1]
+            if settings.relink:
+                found.choice = best[number, slot][1]
         reranked.append(sorted(pool, key=lambda c: c.score, reverse=True)[:top_k])
     return reranked
 

@@ -188,3 +188,29 @@ def test_search_with_the_reranker_on_real_dev_videos(searchable, trained, monkey
     expected = evaluation.evaluate(questions, [r[:10] for r in reranked])
     for name in ("hit@5", "link@5", "video@1", "unambiguous_questions", "unambiguous_hit@5", "unambiguous_video@5"):
         assert reported[name] == pytest.approx(expected[name])
+
+
+class KeywordScorer:
+    """Scores a pair by whether the phrase holds the question's last word: the fusion logic without a model."""
+
+    def __init__(self, settings: reranking.RerankSettings):
+        self.settings = settings
+
+    def score(self, pairs):  # noqa: ANN001, ANN201
+        return np.array([float(q.split()[-1] in p) for q, p in pairs], dtype=np.float32)
+
+
+@pytest.mark.parametrize("relink", [False, True])
+def test_rerank_moves_the_chunk_the_cross_encoder_prefers_up_and_keeps_or_moves_the_link(relink):
+    def found(score: float, texts: list[str], link_scores: list[float]) -> retrieval.Candidate:
+        scores = np.array(link_scores)
+        return retrieval.Candidate(None, score, list(range(len(texts))), texts, scores, int(np.argmax(scores)))
+
+    pool = [
+        found(1.0, ["add a gradient", "paint the sky"], [0.9, 0.1]),
+        found(0.5, ["open the layers panel", "select the crop tool"], [0.8, 0.7]),
+    ]
+    scorer = KeywordScorer(reranking.RerankSettings(depth=2, phrases=2, weight=2.0, relink=relink))
+    [reranked] = retrieval.rerank(scorer, ["how do I crop"], [pool], top_k=2)
+    assert [c.texts[0] for c in reranked] == ["open the layers panel", "add a gradient"]
+    assert reranked[0].choice == (1 if relink else 0)
