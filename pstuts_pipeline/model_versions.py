@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pstuts_pipeline.embedding import _sha256
+from pstuts_pipeline.embedding.models import _sha256
 
 BASE_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 CARD_FILE = "pstuts_tuning.json"

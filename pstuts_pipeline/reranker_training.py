@@ -8,7 +8,6 @@ high for the question: finding the right video is what search misses most.
 from __future__ import annotations
 
 import functools
-import os
 import random
 import time
 from collections.abc import Sequence
@@ -18,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from pstuts_pipeline import embedding, lexical, model_versions, tuning
-from pstuts_pipeline.settings import storage_dir
+from pstuts_pipeline import lexical, model_versions, tuning
+from pstuts_pipeline.embedding import models
+from pstuts_pipeline.settings import rerankers_dir
 
 EVALUATOR_NAME = "pstuts-dev-rerank"
 # Dev metrics kept in the card, by their short name, from CrossEncoderRerankingEvaluator's keys.
@@ -57,11 +57,6 @@ class RerankerResult:
 
     folder: Path
     card: dict[str, Any]
-
-
-def rerankers_dir() -> Path:
-    """Where reranker versions go by default, and where `latest` looks for them."""
-    return Path(os.environ.get("PSTUTS_RERANKERS_DIR") or storage_dir() / "rerankers")
 
 
 def resolve_reranker(value: str) -> str:
@@ -196,7 +191,7 @@ def _train(
     log(f"untrained reranker on dev: {base_metrics}")
 
     out_root = Path(out_root) if out_root else rerankers_dir()
-    base_sha = embedding._sha256(base / "model.safetensors")
+    base_sha = models._sha256(base / "model.safetensors")
     name, created, staging = model_versions.new_version(
         out_root, "reranker-pstuts", base_sha, train_split.files, settings
     )

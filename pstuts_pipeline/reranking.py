@@ -9,12 +9,13 @@ to the first stage's fused score with a weight. Depth, phrases per chunk and wei
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from pstuts_pipeline.settings import offline_model_hub
 
 # Measured on dev, see the README's Reranker section.
 DEPTH = 10
@@ -36,8 +37,7 @@ class Reranker:
     """A trained cross-encoder folder, loaded once per process, and how search uses it."""
 
     def __init__(self, folder: Path, settings: RerankSettings = RerankSettings()):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        offline_model_hub()
         from sentence_transformers.cross_encoder import CrossEncoder
 
         if not (Path(folder) / "config.json").exists():

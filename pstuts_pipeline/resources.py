@@ -14,11 +14,11 @@ from filelock import FileLock, Timeout
 from langchain_core.embeddings import Embeddings
 from pydantic import Field
 
-from pstuts_pipeline import embedding, reranker_training, reranking, tuning
+from pstuts_pipeline import embedding, reranker_training, reranking
 from pstuts_pipeline.chat import ChatSettings
 from pstuts_pipeline.chunking import ChunkerSettings
 from pstuts_pipeline.redaction import redact
-from pstuts_pipeline.settings import data_dir, env_int, storage_dir
+from pstuts_pipeline.settings import data_dir, env, env_int, env_set, storage_dir
 
 if TYPE_CHECKING:  # imported when a client is made: it costs a second, which `pstuts ingest` with nothing to do saves
     from qdrant_client import QdrantClient
@@ -51,6 +51,10 @@ class EmbeddingsResource(dg.ConfigurableResource):
     cache_dir: str | None = Field(
         default=None, description="Embedding cache folder (empty string disables; default under the storage dir)."
     )
+    openai_api_key: str | None = Field(
+        default=None,
+        description="OpenAI provider: the key, as dg.EnvVar('OPENAI_API_KEY') (unset: read from the environment).",
+    )
 
     @property
     def spec(self) -> embedding.EmbeddingSpec:
@@ -69,14 +73,15 @@ class EmbeddingsResource(dg.ConfigurableResource):
 
     def get_embeddings(self) -> tuple[Embeddings, embedding.CountingEmbeddings]:
         """(cached embeddings to use, the counter of texts that actually reached the model)."""
-        return embedding.cached_embeddings(self.spec, self.cache_path())
+        model, counter = embedding.cached_embeddings(self.spec, self.cache_path(), _secret(self.openai_api_key))
+        return DagsterFailures(model), counter
 
     def preload(self) -> None:
         """Start loading the local model in the background (it overlaps the steps that need no model)."""
         embedding.preload(self.spec)
 
     def query_embeddings(self) -> Embeddings:
-        return embedding.load_embeddings(self.spec)
+        return DagsterFailures(embedding.load_embeddings(self.spec, _secret(self.openai_api_key)))
 
     def count_tokens(self, text: str) -> int:
         return embedding.token_counter(self.spec)(text)
@@ -84,6 +89,42 @@ class EmbeddingsResource(dg.ConfigurableResource):
     def window(self) -> tuple[int, int]:
         """(input window in tokens, special tokens spent of it)."""
         return embedding.window_tokens(self.spec)
+
+
+class DagsterFailures(Embeddings):
+    """The resource boundary: a provider's refusal becomes a Dagster Failure that forbids retries.
+
+    A refused key or a malformed request is not transient, and each retry only waits longer; any other error
+    passes unchanged, so the step's RetryPolicy may run it again. The message is the provider's one line,
+    which names the server and never the key.
+    """
+
+    def __init__(self, inner: Embeddings):
+        self.inner = inner
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        try:
+            return self.inner.embed_documents(texts)
+        except embedding.ProviderRefusedError as error:
+            raise ProviderRefusedFailure(str(error)) from None
+
+    def embed_query(self, text: str) -> list[float]:
+        try:
+            return self.inner.embed_query(text)
+        except embedding.ProviderRefusedError as error:
+            raise ProviderRefusedFailure(str(error)) from None
+
+
+class ProviderRefusedFailure(dg.Failure):
+    """The embeddings server refused our credentials or our request (embedding.ProviderRefusedError), not retried."""
+
+    def __init__(self, description: str):
+        super().__init__(description=description, allow_retries=False)
+
+
+def _secret(value: str | None) -> str | None:
+    """A secret field's value: Dagster resolves a dg.EnvVar inside a run; the CLI uses resources outside one."""
+    return value.get_value() if isinstance(value, dg.EnvVar) else value
 
 
 class RerankerResource(dg.ConfigurableResource):
@@ -173,7 +214,7 @@ class QdrantResource(dg.ConfigurableResource):
         from qdrant_client import QdrantClient
         from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-        client = QdrantClient(url=self.url, api_key=self.api_key or None, timeout=self.timeout_s)
+        client = QdrantClient(url=self.url, api_key=_secret(self.api_key) or None, timeout=self.timeout_s)
         try:
             yield client
         except (ResponseHandlingException, UnexpectedResponse) as error:
@@ -225,28 +266,34 @@ class ChatModelResource(dg.ConfigurableResource):
 
     def settings(self) -> ChatSettings:
         return ChatSettings(
-            self.model, self.base_url or None, self.api_key or None, self.timeout_s, self.max_tokens, self.json_schema
+            self.model,
+            self.base_url or None,
+            _secret(self.api_key) or None,
+            self.timeout_s,
+            self.max_tokens,
+            self.json_schema,
         )
 
 
-def _env(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
-
-
 def resources_from_env() -> dict[str, dg.ConfigurableResource]:
-    """Every resource, configured from the environment variables listed in the README."""
+    """Every resource, configured from the environment variables listed in the README; secrets as dg.EnvVar.
+
+    A secret given as dg.EnvVar shows in the UI as "from OPENAI_API_KEY" (its value never enters the run config).
+    """
     return {
-        "transcript_source": TranscriptSource(data_dir=_env("PSTUTS_DATA_DIR")),
+        "transcript_source": TranscriptSource(data_dir=env("PSTUTS_DATA_DIR")),
         "embeddings": EmbeddingsResource(
-            provider=_env("PSTUTS_EMBEDDING_PROVIDER", "local"),
-            model=tuning.resolve_model(_env("PSTUTS_EMBEDDING_MODEL")),
-            openai_base_url=_env("OPENAI_BASE_URL") or None,
+            provider=env("PSTUTS_EMBEDDING_PROVIDER", "local"),
+            model=embedding.resolve_model(env("PSTUTS_EMBEDDING_MODEL")),
+            openai_base_url=env("OPENAI_BASE_URL") or None,
             batch_size=env_int("PSTUTS_EMBEDDING_BATCH_SIZE", 32),
-            precision=_env("PSTUTS_EMBEDDING_PRECISION", "float32"),
-            cache_dir=os.environ.get("PSTUTS_EMBEDDING_CACHE_DIR"),
+            precision=env("PSTUTS_EMBEDDING_PRECISION", "float32"),
+            # Set but empty turns the cache off; unset keeps the default folder.
+            cache_dir=env("PSTUTS_EMBEDDING_CACHE_DIR") if env_set("PSTUTS_EMBEDDING_CACHE_DIR") else None,
+            openai_api_key=dg.EnvVar("OPENAI_API_KEY") if env("OPENAI_API_KEY") else None,
         ),
         "reranker": RerankerResource(
-            model=reranker_training.resolve_reranker(_env("PSTUTS_RERANKER")),
+            model=reranker_training.resolve_reranker(env("PSTUTS_RERANKER")),
             depth=env_int("PSTUTS_RERANK_DEPTH", reranking.DEPTH),
             phrases=env_int("PSTUTS_RERANK_PHRASES", reranking.PHRASES_PER_CHUNK),
         ),
@@ -256,17 +303,17 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
             min_chunk_tokens=env_int("PSTUTS_MIN_CHUNK_TOKENS", 8),
         ),
         "qdrant": QdrantResource(
-            path=_env("PSTUTS_QDRANT_PATH"),
-            url=_env("QDRANT_URL") or None,
-            api_key=dg.EnvVar("QDRANT_API_KEY") if _env("QDRANT_API_KEY") else None,
-            collection=_env("PSTUTS_COLLECTION", "pstuts_transcripts"),
+            path=env("PSTUTS_QDRANT_PATH"),
+            url=env("QDRANT_URL") or None,
+            api_key=dg.EnvVar("QDRANT_API_KEY") if env("QDRANT_API_KEY") else None,
+            collection=env("PSTUTS_COLLECTION", "pstuts_transcripts"),
         ),
         "chat_model": ChatModelResource(
-            model=_env("PSTUTS_CHAT_MODEL"),
-            base_url=_env("PSTUTS_CHAT_BASE_URL") or _env("OPENAI_BASE_URL") or None,
-            api_key=next((dg.EnvVar(k) for k in ("PSTUTS_CHAT_API_KEY", "OPENAI_API_KEY") if _env(k)), None),
-            timeout_s=float(_env("PSTUTS_CHAT_TIMEOUT_S") or 60),
+            model=env("PSTUTS_CHAT_MODEL"),
+            base_url=env("PSTUTS_CHAT_BASE_URL") or env("OPENAI_BASE_URL") or None,
+            api_key=next((dg.EnvVar(k) for k in ("PSTUTS_CHAT_API_KEY", "OPENAI_API_KEY") if env(k)), None),
+            timeout_s=float(env("PSTUTS_CHAT_TIMEOUT_S") or 60),
             max_tokens=env_int("PSTUTS_CHAT_MAX_TOKENS", 120),
-            json_schema=_env("PSTUTS_CHAT_JSON_SCHEMA", "1") != "0",
+            json_schema=env("PSTUTS_CHAT_JSON_SCHEMA", "1") != "0",
         ),
     }

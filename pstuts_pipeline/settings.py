@@ -1,4 +1,9 @@
-"""Where the project keeps its data and state by default, from environment variables with sane fallbacks."""
+"""The project's configuration from environment variables: the one module that reads them, each with its default.
+
+Resource fields are filled from here by `resources.resources_from_env` (the settings the UI shows per resource);
+process-wide settings (paths, schedule, run size) are the functions below. README's configuration table lists
+every one. Nothing is read at import time: each function reads the environment when called.
+"""
 
 from __future__ import annotations
 
@@ -14,19 +19,77 @@ def project_root() -> Path:
     return checkout if (checkout / "pyproject.toml").exists() else Path.cwd()
 
 
+DEFAULT_CRON = "0 3 * * *"
+DEFAULT_TIMEZONE = "UTC"
+
+
+def env(name: str, default: str = "") -> str:
+    """A setting from the environment; unset gives the default (an empty value stays empty)."""
+    return os.environ.get(name, default)
+
+
+def env_set(name: str) -> bool:
+    """Whether a setting is present (even empty): some settings use an empty value to switch a default off."""
+    return name in os.environ
+
+
 def storage_dir() -> Path:
     """Everything the pipeline writes by default: Dagster instance, Qdrant store, caches."""
-    return Path(os.environ.get("PSTUTS_STORAGE_DIR") or project_root() / ".storage")
+    return Path(env("PSTUTS_STORAGE_DIR") or project_root() / ".storage")
 
 
 def data_dir() -> Path:
     """The folder of `*.json` transcript files to ingest."""
-    return Path(os.environ.get("PSTUTS_DATA_DIR") or project_root() / "data")
+    return Path(env("PSTUTS_DATA_DIR") or project_root() / "data")
 
 
 def dagster_home() -> Path:
     """The Dagster instance the CLI uses when DAGSTER_HOME is not set."""
-    return Path(os.environ.get("DAGSTER_HOME") or storage_dir() / "dagster_home")
+    return Path(env("DAGSTER_HOME") or storage_dir() / "dagster_home")
+
+
+def tuned_models_dir() -> Path:
+    """Where tuned model versions go by default, and where `latest` looks for them (PSTUTS_TUNED_MODELS_DIR)."""
+    return Path(env("PSTUTS_TUNED_MODELS_DIR") or storage_dir() / "tuned_models")
+
+
+def rerankers_dir() -> Path:
+    """Where reranker versions go by default, and where `latest` looks for them (PSTUTS_RERANKERS_DIR)."""
+    return Path(env("PSTUTS_RERANKERS_DIR") or storage_dir() / "rerankers")
+
+
+def io_path() -> str:
+    """Where intermediate assets are stored (PSTUTS_IO_PATH; empty: io/ under the storage dir)."""
+    return env("PSTUTS_IO_PATH")
+
+
+def reingest_cron() -> str:
+    """When the nightly schedules run (PSTUTS_REINGEST_CRON)."""
+    return env("PSTUTS_REINGEST_CRON") or DEFAULT_CRON
+
+
+def reingest_timezone() -> str:
+    """The schedules' timezone (PSTUTS_REINGEST_TIMEZONE)."""
+    return env("PSTUTS_REINGEST_TIMEZONE") or DEFAULT_TIMEZONE
+
+
+def reingest_all() -> bool:
+    """Whether the schedule re-ingests every video (PSTUTS_REINGEST_ALL=1, e.g. after a model change)."""
+    return env("PSTUTS_REINGEST_ALL") == "1"
+
+
+def openai_api_key() -> str:
+    """OPENAI_API_KEY, for callers outside Dagster's resources (which get it through `dg.EnvVar`)."""
+    return env("OPENAI_API_KEY")
+
+
+def offline_model_hub() -> None:
+    """Process setup before transformers loads: never ask a model hub (none is reachable), no tokenizer threads.
+
+    Kept as defaults: a user who sets either variable wins.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def env_int(name: str, default: int) -> int:

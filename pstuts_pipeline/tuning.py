@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -11,8 +10,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pstuts_pipeline import chunking, embedding, model_versions
-from pstuts_pipeline.settings import storage_dir
+from pstuts_pipeline import chunking, model_versions
+from pstuts_pipeline.embedding import models
+from pstuts_pipeline.settings import offline_model_hub, tuned_models_dir
 from pstuts_pipeline.transcripts import load_catalog, qa_pairs, repair_times
 
 EVALUATOR_NAME = "pstuts-dev"
@@ -118,9 +118,7 @@ def load_split(files: Sequence[Path], buffer_size: int) -> Split:
                 continue
             split.examples.append(QAExample(video.video_id, pair.sent_id, question, passages[pair.sent_id]))
             per_file[video.file]["questions"] += 1
-    split.files = [
-        {"file": name, "sha256": embedding._sha256(Path(name)), **counts} for name, counts in per_file.items()
-    ]
+    split.files = [{"file": name, "sha256": models._sha256(Path(name)), **counts} for name, counts in per_file.items()]
     if not split.examples:
         raise TuningDataError(f"{', '.join(map(str, files))}: no question-answer pairs ('qa') to use")
     return split
@@ -288,30 +286,19 @@ def card_metrics(results: dict[str, float]) -> dict[str, float]:
     return short
 
 
-def tuned_models_dir() -> Path:
-    """Where tuned model versions go by default, and where `latest` looks for them."""
-    return Path(os.environ.get("PSTUTS_TUNED_MODELS_DIR") or storage_dir() / "tuned_models")
-
-
 def read_card(folder: Path) -> dict[str, Any]:
     """The tuning card of a model folder."""
     return model_versions.read_card(folder)
-
-
-def resolve_model(value: str) -> str:
-    """PSTUTS_EMBEDDING_MODEL as a folder: `latest` means the newest tuned version, anything else is kept."""
-    return model_versions.resolve(value, tuned_models_dir(), "run `pstuts tune` first (PSTUTS_EMBEDDING_MODEL=latest)")
 
 
 def training_inputs(
     train_files: Sequence[Path], dev_files: Sequence[Path], base_model: Path | None, buffer_size: int
 ) -> tuple[Path, Split, Split]:
     """(base model folder, train split, dev split), checked: the bundled model's sha256, no dev video in training."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    base = Path(base_model) if base_model else embedding.bundled_model_path()
+    offline_model_hub()
+    base = Path(base_model) if base_model else models.bundled_model_path()
     if base_model is None:
-        embedding.verify_bundled_model(base)
+        models.verify_bundled_model(base)
     train_split = load_split(train_files, buffer_size)
     dev_split = load_split(dev_files, buffer_size)
     check_disjoint(train_split, dev_split)
@@ -367,7 +354,7 @@ def _train(
     log(f"base model on dev: {base_metrics}")
 
     out_root = Path(out_root) if out_root else tuned_models_dir()
-    base_sha = embedding._sha256(base / "model.safetensors")
+    base_sha = models._sha256(base / "model.safetensors")
     name, created, staging = model_versions.new_version(
         out_root, "minilm-pstuts", base_sha, train_split.files, settings
     )

@@ -29,7 +29,7 @@ def refusal(spec: EmbeddingSpec) -> str:
 
 
 def test_naming_the_bundled_folder_by_its_own_path_is_checked_too(model_copy, monkeypatch):
-    monkeypatch.setattr(embedding, "bundled_model_path", lambda: model_copy)  # the tampered install
+    monkeypatch.setattr(embedding.models, "bundled_model_path", lambda: model_copy)  # the tampered install
     flip_byte(model_copy / "model.safetensors", 4096)
     message = refusal(EmbeddingSpec(model=str(model_copy), batch_size=3))
     assert message.startswith(f"{model_copy / 'model.safetensors'}: sha256 ")
@@ -51,7 +51,7 @@ def tune_like(folder: Path) -> None:
     """Make a copy look like a tuned version: its own config.json, and a card recording its weights' sha256."""
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "transformers_version": "5.24.0"}))
-    card = {"name": "minilm-pstuts-test", "model_sha256": embedding._sha256(folder / "model.safetensors")}
+    card = {"name": "minilm-pstuts-test", "model_sha256": embedding.models._sha256(folder / "model.safetensors")}
     (folder / CARD_FILE).write_text(json.dumps(card))
 
 

@@ -7,9 +7,8 @@ from servers import EMBEDDING_URL, REPO, SERVED_MODEL, FlakyProxy, keyed_embeddi
 
 from pstuts_pipeline import retrieval
 from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.embedding import ProviderRefusedError
 from pstuts_pipeline.ingest import ingest
-from pstuts_pipeline.resources import EmbeddingsResource, resources_from_env
+from pstuts_pipeline.resources import EmbeddingsResource, ProviderRefusedFailure, resources_from_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 COLLECTION = "pstuts_transcripts"
@@ -80,7 +79,7 @@ def test_a_refused_key_is_one_clear_line_without_the_key(keyed_server, monkeypat
     wrong = key[::-1]
     monkeypatch.setenv("OPENAI_API_KEY", wrong)
     model = EmbeddingsResource(provider="openai", model=SERVED_MODEL, openai_base_url=base_url).query_embeddings()
-    with pytest.raises(ProviderRefusedError) as refused:
+    with pytest.raises(ProviderRefusedFailure) as refused:
         model.embed_query("How do I crop a photo?")
     message = str(refused.value)
     assert message == f"openai embeddings provider at {base_url}: the API key in OPENAI_API_KEY was refused (HTTP 401)"
@@ -93,7 +92,7 @@ def test_a_server_that_echoes_the_key_does_not_leak_it(proxy, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     proxy.fail_next(401)
     model = EmbeddingsResource(provider="openai", model=SERVED_MODEL, openai_base_url=proxy.url).query_embeddings()
-    with pytest.raises(ProviderRefusedError) as refused:
+    with pytest.raises(ProviderRefusedFailure) as refused:
         model.embed_documents(["hello"])
     assert proxy.answered == [401]
     assert secret not in str(refused.value) and "refused (HTTP 401)" in str(refused.value)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pstuts_pipeline import evaluation, model_versions, reranker_training, reranking, retrieval, tuning
+from pstuts_pipeline.embedding import bundled_model_path
 from pstuts_pipeline.langchain_retriever import PstutsRetriever
 from pstuts_pipeline.resources import RerankerResource, resources_from_env
 from pstuts_pipeline_tests.test_retrieval import searchable  # noqa: F401 - the three dev videos, ingested
@@ -90,7 +91,7 @@ def trained(slice_files, tmp_path_factory) -> Path:
 def test_reranker_folder_records_its_card(trained, slice_files):
     card = model_versions.read_card(trained)
     assert card["kind"] == "cross-encoder reranker" and card["steps"] == STEPS
-    assert card["base_model"]["sha256"] == _sha256(tuning.embedding.bundled_model_path() / "model.safetensors")
+    assert card["base_model"]["sha256"] == _sha256(bundled_model_path() / "model.safetensors")
     assert card["model_sha256"] == _sha256(trained / "model.safetensors") != card["base_model"]["sha256"]
     assert [d["sha256"] for d in card["training_data"]] == [_sha256(slice_files[0])]
     assert [d["sha256"] for d in card["dev_data"]] == [_sha256(slice_files[1])]
@@ -133,7 +134,7 @@ def model_versions_untrained(root: Path) -> reranking.Reranker:
 
     folder = root / "untrained"
     if not folder.exists():
-        CrossEncoder(str(tuning.embedding.bundled_model_path()), num_labels=1, device="cpu").save(str(folder))
+        CrossEncoder(str(bundled_model_path()), num_labels=1, device="cpu").save(str(folder))
     return reranking.Reranker(folder)
 
 

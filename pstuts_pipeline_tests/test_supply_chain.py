@@ -44,7 +44,7 @@ def test_a_tampered_copy_is_refused_with_the_file_named(bundled_copy, monkeypatc
     assert embedding.OFFICIAL_MINILM_SHA256[name] in message and "refusing to use it" in message
 
     # Loading the default model goes through the same check, before any weights are read.
-    monkeypatch.setattr(embedding, "bundled_model_path", lambda: bundled_copy)
+    monkeypatch.setattr(embedding.models, "bundled_model_path", lambda: bundled_copy)
     with pytest.raises(ModelIntegrityError, match=re.escape(name)):
         embedding.load_embeddings(EmbeddingSpec(batch_size=3))
 

@@ -237,5 +237,5 @@ def test_latest_without_a_tuned_model_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv("PSTUTS_TUNED_MODELS_DIR", str(tmp_path))
     (tmp_path / ".minilm-pstuts-x.partial").mkdir()  # an unfinished run is not a version
     with pytest.raises(FileNotFoundError, match="run `pstuts tune` first"):
-        tuning.resolve_model("latest")
-    assert tuning.resolve_model("/some/folder") == "/some/folder"
+        embedding.resolve_model("latest")
+    assert embedding.resolve_model("/some/folder") == "/some/folder"

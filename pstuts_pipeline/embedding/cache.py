@@ -1,0 +1,131 @@
+"""The embedding cache around any provider: keyed by model and text, on disk, or in memory for one step."""
+
+from __future__ import annotations
+
+import array
+import functools
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.stores import ByteStore
+
+if TYPE_CHECKING:
+    from pstuts_pipeline.embedding import EmbeddingSpec
+
+
+class CountingEmbeddings(Embeddings):
+    """Counts the texts that reach the model, so tests and metadata can show what a cache saved.
+
+    A text asked for twice in one call reaches the model once. The model is loaded when a first text
+    reaches it: a run whose texts are all cached never pays the seconds a load takes.
+    """
+
+    def __init__(self, load: Callable[[], Embeddings]):
+        self.load = load
+        self.texts_embedded = 0
+
+    @property
+    def inner(self) -> Embeddings:
+        return self.load()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        distinct = list(dict.fromkeys(texts))
+        if not distinct:
+            return []
+        self.texts_embedded += len(distinct)
+        vectors = dict(zip(distinct, self.inner.embed_documents(distinct), strict=True))
+        return [vectors[t] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.texts_embedded += 1
+        return self.inner.embed_query(text)
+
+
+class MemoizedByteStore(ByteStore):
+    """A byte store with an in-process copy of its newest entries in front of it.
+
+    The chunker reads back, video by video, the windows its step has just embedded for all of them; the
+    copy serves those reads without the disk. It keeps at most `max_bytes`, dropping the oldest first.
+    """
+
+    def __init__(self, inner: ByteStore, max_bytes: int = 64 << 20):
+        self.inner = inner
+        self.max_bytes = max_bytes
+        self.memory: dict[str, bytes] = {}
+        self.size = 0
+
+    def _remember(self, pairs: Iterable[tuple[str, bytes]]) -> None:
+        for key, value in pairs:
+            self.size += len(value) - len(self.memory.pop(key, b""))
+            self.memory[key] = value
+        while self.size > self.max_bytes:
+            self.size -= len(self.memory.pop(next(iter(self.memory))))
+
+    def mget(self, keys: Sequence[str]) -> list[bytes | None]:
+        found = {k: self.memory[k] for k in keys if k in self.memory}
+        missing = [k for k in keys if k not in found]
+        if missing:
+            found.update((k, v) for k, v in zip(missing, self.inner.mget(missing), strict=True) if v is not None)
+        return [found.get(k) for k in keys]
+
+    def mset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
+        pairs = list(key_value_pairs)
+        self.inner.mset(pairs)
+        self._remember(pairs)
+
+    def mdelete(self, keys: Sequence[str]) -> None:
+        self.inner.mdelete(keys)
+        for key in keys:
+            self.size -= len(self.memory.pop(key, b""))
+
+    def yield_keys(self, *, prefix: str | None = None) -> Iterator[str]:
+        yield from self.inner.yield_keys(prefix=prefix)
+
+
+@functools.cache
+def _cache_store(cache_dir: Path) -> MemoizedByteStore:
+    from langchain_classic.storage import LocalFileStore
+
+    return MemoizedByteStore(LocalFileStore(str(cache_dir)))
+
+
+def _vector_to_bytes(vector: Sequence[float]) -> bytes:
+    # float64 keeps every value exactly (float32 models and API floats alike) at a tenth of JSON's cost.
+    return array.array("d", vector).tobytes()
+
+
+def _vector_from_bytes(data: bytes) -> list[float]:
+    return array.array("d", data).tolist()
+
+
+def _cache_key(namespace: str, text: str) -> str:
+    return namespace + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def cache_namespace(spec: EmbeddingSpec) -> str:
+    """The cache's key prefix: the model, and the value format (raw float64)."""
+    # LocalFileStore admits only [A-Za-z0-9_.-/] in keys; an OpenAI model id holds ':' '@' and a URL.
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", spec.model_id) + "_f64_"
+
+
+def cached(
+    spec: EmbeddingSpec, load: Callable[[], Embeddings], cache_dir: Path | None
+) -> tuple[Embeddings, CountingEmbeddings]:
+    """The model behind a cache keyed by model and text; returns (what to embed with, the counter)."""
+    from langchain_classic.embeddings import CacheBackedEmbeddings
+    from langchain_classic.storage import EncoderBackedStore
+
+    counter = CountingEmbeddings(load)
+    if cache_dir is None:
+        return counter, counter
+    store = EncoderBackedStore[str, list[float]](
+        _cache_store(Path(cache_dir).resolve()),
+        functools.partial(_cache_key, cache_namespace(spec)),
+        _vector_to_bytes,
+        _vector_from_bytes,
+    )
+    return CacheBackedEmbeddings(counter, store), counter
