@@ -1,16 +1,15 @@
 """The Dagster code location: assets, checks, jobs, sensor, schedules and resources in one place."""
 
-import os
-
 import dagster as dg
 
+from pstuts_pipeline import settings
 from pstuts_pipeline.assets import evaluation_assets, ingestion_assets, tuning_assets
 from pstuts_pipeline.assets.tuning import with_embedder_version
 from pstuts_pipeline.checks import pipeline_checks
 from pstuts_pipeline.io_managers import PartitionedJsonIOManager
 from pstuts_pipeline.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.resources import resources_from_env
-from pstuts_pipeline.schedules import DEFAULT_CRON, DEFAULT_TIMEZONE, build_schedules
+from pstuts_pipeline.schedules import build_schedules
 from pstuts_pipeline.sensors import transcript_folder_sensor
 
 
@@ -31,11 +30,11 @@ def build_definitions(
         jobs=[ingest_videos_job, remove_videos_job],
         sensors=[transcript_folder_sensor],
         schedules=build_schedules(
-            os.environ.get("PSTUTS_REINGEST_CRON") or DEFAULT_CRON,
-            os.environ.get("PSTUTS_REINGEST_TIMEZONE") or DEFAULT_TIMEZONE,
+            settings.reingest_cron(),
+            settings.reingest_timezone(),
         ),
         resources={
-            "io_manager": PartitionedJsonIOManager(base_path=os.environ.get("PSTUTS_IO_PATH", "")),
+            "io_manager": PartitionedJsonIOManager(base_path=settings.io_path()),
             **resources,
         },
         executor=executor,

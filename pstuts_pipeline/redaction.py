@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import re
+
+from pstuts_pipeline.settings import env
 
 # Environment variables that hold secrets; their values are blanked wherever they appear.
 SECRET_VARIABLES = ("OPENAI_API_KEY", "QDRANT_API_KEY", "DAGSTER_PG_PASSWORD")
@@ -20,7 +21,7 @@ REDACTED = "[redacted]"
 def redact(text: str) -> str:
     """The text with every configured secret and anything shaped like a key or bearer token blanked."""
     for name in SECRET_VARIABLES:
-        value = os.environ.get(name, "")
+        value = env(name)
         if len(value) >= MIN_SECRET_LENGTH:
             text = text.replace(value, REDACTED)
     for pattern in PATTERNS:

@@ -4,22 +4,13 @@ A Dagster schedule launches one job, so the policy's two kinds of run are two sc
 `nightly_reingest` (ingest ranges) and `nightly_removal` (the removal job). Both are off by default.
 """
 
-import os
-
 import dagster as dg
 
 from pstuts_pipeline.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.reconcile import plan_tick
 from pstuts_pipeline.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
-
-DEFAULT_CRON = "0 3 * * *"
-DEFAULT_TIMEZONE = "UTC"
-
-
-def reingest_all() -> bool:
-    """Whether the schedule re-ingests every video (PSTUTS_REINGEST_ALL=1, e.g. after a model change)."""
-    return os.environ.get("PSTUTS_REINGEST_ALL", "") == "1"
+from pstuts_pipeline.settings import DEFAULT_CRON, DEFAULT_TIMEZONE, reingest_all
 
 
 def build_reconcile_schedule(name: str, job: dg.JobDefinition, cron: str, timezone: str) -> dg.ScheduleDefinition:
