@@ -86,6 +86,28 @@ class MemoizedByteStore(ByteStore):
         yield from self.inner.yield_keys(prefix=prefix)
 
 
+class _NoStore(ByteStore):
+    """Keeps nothing: behind a MemoizedByteStore it leaves only the bounded in-memory copy."""
+
+    def mget(self, keys: Sequence[str]) -> list[bytes | None]:
+        return [None] * len(keys)
+
+    def mset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
+        pass
+
+    def mdelete(self, keys: Sequence[str]) -> None:
+        pass
+
+    def yield_keys(self, *, prefix: str | None = None) -> Iterator[str]:
+        yield from ()
+
+
+@functools.cache
+def _memory_store() -> MemoizedByteStore:
+    """With the disk cache off: the newest vectors in this process only (64 MB at most), shared by its steps."""
+    return MemoizedByteStore(_NoStore())
+
+
 @functools.cache
 def _cache_store(cache_dir: Path) -> MemoizedByteStore:
     from langchain_classic.storage import LocalFileStore
@@ -115,15 +137,19 @@ def cache_namespace(spec: EmbeddingSpec) -> str:
 def cached(
     spec: EmbeddingSpec, load: Callable[[], Embeddings], cache_dir: Path | None
 ) -> tuple[Embeddings, CountingEmbeddings]:
-    """The model behind a cache keyed by model and text; returns (what to embed with, the counter)."""
+    """The model behind a cache keyed by model and text; returns (what to embed with, the counter).
+
+    Without a cache folder the newest vectors are kept in this process's memory: the chunker's windows,
+    embedded in one batch and then asked for again video by video, and the phrases the collection step embeds
+    after them in the same run, still reach the model once.
+    """
     from langchain_classic.embeddings import CacheBackedEmbeddings
     from langchain_classic.storage import EncoderBackedStore
 
     counter = CountingEmbeddings(load)
-    if cache_dir is None:
-        return counter, counter
+    byte_store = _memory_store() if cache_dir is None else _cache_store(Path(cache_dir).resolve())
     store = EncoderBackedStore[str, list[float]](
-        _cache_store(Path(cache_dir).resolve()),
+        byte_store,
         functools.partial(_cache_key, cache_namespace(spec)),
         _vector_to_bytes,
         _vector_from_bytes,
