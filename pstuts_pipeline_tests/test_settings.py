@@ -1,0 +1,70 @@
+"""Configuration in one place: settings.py alone reads the environment, README's table lists every variable the
+code reads, and secrets reach resources as dg.EnvVar (the UI shows their source, never their value)."""
+
+import ast
+import re
+from pathlib import Path
+
+import dagster as dg
+
+from pstuts_pipeline import settings
+from pstuts_pipeline.resources import resources_from_env
+
+PACKAGE = Path(settings.__file__).parent
+README = PACKAGE.parent / "README.md"
+# Setting up the process, not reading a setting: DAGSTER_HOME for the processes the CLI starts.
+WRITES = {"cli.py", "instance.py"}
+
+
+def environment_uses(path: Path) -> list[str]:
+    """Every `os.environ`/`os.getenv` in a module, as 'file:line'."""
+    tree = ast.parse(path.read_text())
+    return [
+        f"{path.relative_to(PACKAGE)}:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in ("environ", "getenv")
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "os"
+    ]
+
+
+def test_only_settings_reads_the_environment():
+    modules = [p for p in PACKAGE.rglob("*.py") if p.name != "settings.py" and p.name not in WRITES]
+    assert [use for path in modules for use in environment_uses(path)] == []
+
+
+def variable_names(path: Path) -> set[str]:
+    """The string constants of a module that name one of our environment variables."""
+    return {
+        node.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and re.fullmatch(r"(PSTUTS|OPENAI|QDRANT|DAGSTER)_[A-Z0-9_]+", node.value)
+    }
+
+
+def test_every_variable_the_code_reads_is_in_the_readme_table():
+    names = set().union(*(variable_names(path) for path in PACKAGE.rglob("*.py")))
+    assert {"PSTUTS_EMBEDDING_CACHE_DIR", "PSTUTS_REINGEST_CRON", "PSTUTS_TUNED_MODELS_DIR", "OPENAI_API_KEY"} <= names
+    table = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", README.read_text(), flags=re.MULTILINE))
+    # The PostgreSQL password is read by deploy/dagster.yaml, and documented with it.
+    assert sorted(names - table - {"DAGSTER_PG_PASSWORD"}) == []
+
+
+def test_the_openai_key_reaches_the_resource_as_an_env_var(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-settings-test-0123456789")
+    embeddings = resources_from_env()["embeddings"]
+    assert isinstance(embeddings.openai_api_key, dg.EnvVar)
+    assert embeddings.openai_api_key.env_var_name == "OPENAI_API_KEY"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert resources_from_env()["embeddings"].openai_api_key is None
+
+
+def test_an_empty_cache_dir_turns_the_disk_cache_off(monkeypatch, tmp_path):
+    monkeypatch.setenv("PSTUTS_STORAGE_DIR", str(tmp_path))
+    monkeypatch.delenv("PSTUTS_EMBEDDING_CACHE_DIR", raising=False)
+    assert resources_from_env()["embeddings"].cache_path() == tmp_path / "embedding_cache"
+    monkeypatch.setenv("PSTUTS_EMBEDDING_CACHE_DIR", "")
+    assert resources_from_env()["embeddings"].cache_path() is None
