@@ -1,6 +1,7 @@
 """Dagster resources: the embedding model, the Qdrant store, and the chunking settings."""
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import sqlite3
@@ -80,8 +81,13 @@ class EmbeddingsResource(dg.ConfigurableResource):
         """Start loading the local model in the background (it overlaps the steps that need no model)."""
         embedding.preload(self.spec)
 
-    def query_embeddings(self) -> Embeddings:
-        return DagsterFailures(embedding.load_embeddings(self.spec, _secret(self.openai_api_key)))
+    def query_embeddings(self, model: str | None = None) -> Embeddings:
+        """The model for queries; `model` (a folder, `latest`, empty: bundled) swaps in another with these settings."""
+        return DagsterFailures(embedding.load_embeddings(self.spec_for(model), _secret(self.openai_api_key)))
+
+    def spec_for(self, model: str | None) -> embedding.EmbeddingSpec:
+        """This resource's spec, or the same settings with another model (e.g. base vs tuned)."""
+        return self.spec if model is None else dataclasses.replace(self.spec, model=embedding.resolve_model(model))
 
     def count_tokens(self, text: str) -> int:
         return embedding.token_counter(self.spec)(text)

@@ -10,7 +10,7 @@ import pandas as pd
 from pydantic import Field
 from qdrant_client import QdrantClient
 
-from pstuts_pipeline import embedding, evaluation, reranking, retrieval, tuning
+from pstuts_pipeline import evaluation, reranking, retrieval, tuning
 from pstuts_pipeline.resources import EmbeddingsResource
 
 TUNING_GROUP = "tuning"
@@ -153,10 +153,10 @@ def side_by_side(
     `model` is a folder, `latest`, or empty for the bundled model; `metrics` are this run's, and the
     `vs_compared_*` values are this run's minus the other's.
     """
-    spec = dataclasses.replace(embeddings.spec, model=tuning.resolve_model(model))
+    model_id = embeddings.spec_for(model).model_id
     texts = [q.text for q in questions]
     ranked = retrieval.search_many(
-        client, collection, embedding.load_embeddings(spec), spec.model_id, texts, top_k, reranker=reranker
+        client, collection, embeddings.query_embeddings(model), model_id, texts, top_k, reranker=reranker
     )
     other = evaluation.evaluate(questions, ranked, asked=asked)
     names = [name for name in metrics if "@" in name]
@@ -165,7 +165,7 @@ def side_by_side(
     ).assign(**{"this - compared": lambda f: f["this"] - f["compared"]})
     return {
         "compared_collection": collection,
-        "compared_model": spec.model_id,
+        "compared_model": model_id,
         **{f"compared_{n}": dg.MetadataValue.float(round(other[n], 4)) for n in names},
         **{f"vs_compared_{n}": dg.MetadataValue.float(round(metrics[n] - other[n], 4)) for n in names},
         "side_by_side": dg.MetadataValue.md(frame.round(4).to_markdown()),
