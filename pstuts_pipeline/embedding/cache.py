@@ -1,4 +1,4 @@
-"""The embedding cache around any provider: keyed by model and text, on disk, or in memory for one step."""
+"""The embedding cache around any provider: keyed by model and text, on disk, or in this process's memory."""
 
 from __future__ import annotations
 
