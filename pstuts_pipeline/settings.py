@@ -20,7 +20,7 @@ def storage_dir() -> Path:
 
 
 def data_dir() -> Path:
-    """The folder of `*.json` transcript files to ingest."""
+    """The folder of transcript files to ingest (PsTuts-VQA JSON and SRT/WebVTT captions)."""
     return Path(os.environ.get("PSTUTS_DATA_DIR") or project_root() / "data")
 
 

@@ -1,10 +1,15 @@
-"""One place that reads video sources, whatever their format, into typed `SourceVideo`s (pure code, no Dagster)."""
+"""One place that reads video sources, whatever their format, into typed `SourceVideo`s (pure code, no Dagster).
+
+Formats are told apart by suffix: `.srt` and `.vtt` are captions (one video per file), anything else is
+PsTuts-VQA JSON (a list of videos per file).
+"""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from pstuts_pipeline.sources.captions import CAPTION_SUFFIXES, read_caption_file
 from pstuts_pipeline.sources.model import (
     VIDEO_FIELDS,
     Catalog,
@@ -33,11 +38,13 @@ __all__ = [
 
 def source_files(folder: Path) -> list[Path]:
     """The files of a data folder that hold videos, in a stable order."""
-    return sorted(folder.glob("*.json"))
+    return sorted(p for p in folder.glob("*") if p.suffix == ".json" or p.suffix.lower() in CAPTION_SUFFIXES)
 
 
 def read_source_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
     """The videos of one file, read by its format; a bad video costs only that video, a bad file only that file."""
+    if path.suffix.lower() in CAPTION_SUFFIXES:
+        return read_caption_file(path)
     return read_pstuts_file(path)
 
 
