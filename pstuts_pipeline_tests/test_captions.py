@@ -148,6 +148,14 @@ def test_a_folder_reads_both_formats_and_a_bad_caption_costs_only_its_video(tmp_
     assert catalog.bad_video_ids == {4243, 9001}
 
 
+def test_the_sample_data_folder_holds_a_webvtt_video_beside_the_json_ones():
+    catalog = load_catalog(SAMPLE_DIR)
+    assert not catalog.errors and sorted(catalog.videos) == ["9001", "9002", "9003", "9004"]
+    video = catalog.videos["9004"]
+    assert video.title == "Sharpen a photo with Unsharp Mask" and video.url == "https://example.com/videos/9004.mp4"
+    assert video.file.endswith(".vtt") and len(video.phrases) == 8
+
+
 @pytest.mark.slow
 def test_a_caption_video_is_ingested_end_to_end_and_links_to_its_cue(tmp_path, storage, monkeypatch):
     data = tmp_path / "data"
