@@ -60,7 +60,11 @@ def decode(text: str, where: str) -> Any:
         raise ValueError(f"{where}: not a stored asset value ({error})") from None
     if not isinstance(stored, dict) or stored.get("format") != FORMAT or stored.get("shape") not in DECODERS:
         raise ValueError(f"{where}: not a {FORMAT} file (format or shape missing or unknown)")
-    return DECODERS[stored["shape"]](stored["value"])
+    try:
+        return DECODERS[stored["shape"]](stored["value"])
+    except (KeyError, TypeError) as error:
+        # A value of a shape whose fields have since changed (a SourceVideo holding the raw record, before 2026-12).
+        raise ValueError(f"{where}: written by an older version ({error}); re-materialize its asset") from None
 
 
 class PartitionedJsonIOManager(dg.ConfigurableIOManager):

@@ -20,6 +20,11 @@ INGESTION_GROUP = "ingestion"
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 
 
+def video_metadata(documents: list[Document]) -> dict[str, object]:
+    """The video-level fields a video's phrase Documents all carry, to pass on to its whole-video Documents."""
+    return {k: documents[0].metadata[k] for k in VIDEO_FIELDS}
+
+
 def phrases_of(documents: list[Document]) -> list[Phrase]:
     return [
         Phrase(d.metadata["sent_id"], d.page_content, d.metadata["time_start"], d.metadata["time_end"])
@@ -116,7 +121,7 @@ def full_transcripts(
     """The whole transcript as one Document, phrases joined by newlines, for the semantic chunker."""
     result = {}
     for key, documents in phrase_documents.items():
-        meta = {k: documents[0].metadata[k] for k in VIDEO_FIELDS}
+        meta = video_metadata(documents)
         text = chunking.full_transcript(phrases_of(documents))
         result[key] = Document(page_content=text, metadata={**meta, "phrases": len(documents)})
     context.add_output_metadata(
@@ -184,7 +189,7 @@ def timestamped_chunks(
     settings = chunker.settings(window)
     result: dict[str, list[Document]] = {}
     for key, documents in phrase_documents.items():
-        meta = {k: documents[0].metadata[k] for k in VIDEO_FIELDS}
+        meta = video_metadata(documents)
         chunks = chunking.timed_chunks(
             [c.page_content for c in kamradt_chunks[key]],
             phrases_of(documents),
