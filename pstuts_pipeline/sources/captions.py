@@ -35,12 +35,14 @@ def _sidecar(path: Path, named_id: int | None) -> dict[str, Any]:
     if not sidecar.exists():
         return {}
     try:
-        fields = tomllib.loads(utf8_text(sidecar.read_bytes())[0])
+        text, problem, _ = utf8_text(sidecar.read_bytes())
+        if problem is not None:
+            raise InputError(str(sidecar), problem, named_id)
+        fields = tomllib.loads(text)
     except OSError as exc:
         raise InputError(str(sidecar), f"cannot be read: {exc.strerror}", named_id) from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(str(sidecar), f"is not valid TOML: {exc}", named_id) from None
-    video_id = fields.get("video_id", named_id)
     for key, value in fields.items():
         expected = SIDECAR_KEYS.get(key)
         if expected is None:
@@ -48,7 +50,7 @@ def _sidecar(path: Path, named_id: int | None) -> dict[str, Any]:
         if not isinstance(value, expected) or isinstance(value, bool):
             kind = "an integer" if expected is int else "a string"
             raise InputError(str(sidecar), f"is {value!r}, not {kind}", named_id, key)
-    return {**fields, "video_id": video_id}
+    return fields
 
 
 def _seconds(value: str, file: str, video_id: int, where: str) -> float:
