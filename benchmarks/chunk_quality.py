@@ -20,7 +20,8 @@ import numpy as np
 from benchmarks.reference_ingest import load_videos, make_embeddings, reference_chunks
 from pstuts_pipeline import chunking
 from pstuts_pipeline.embedding import EmbeddingSpec, load_embeddings, token_counter, window_tokens
-from pstuts_pipeline.transcripts import TimeRepairs, load_catalog, repair_times
+from pstuts_pipeline.sources import load_catalog
+from pstuts_pipeline.transcripts import TimeRepairs, repair_times
 
 
 @dataclass
@@ -117,7 +118,7 @@ def our_rows(files: list[Path]) -> tuple[list[ChunkRow], int, dict[str, int], fl
     kamradt = 0
     repairs = Counter[str]()
     for video in catalog.videos.values():
-        phrases, repaired = repair_times(video.record["transcripts"])
+        phrases, repaired = repair_times(video.phrases)
         repairs.update(repaired.as_dict())
         texts = chunking.semantic_chunks(chunker, chunking.full_transcript(phrases))
         kamradt += len(texts)

@@ -102,7 +102,7 @@ def register() -> None:
     """Register every video in the data folder as a partition, so `dagster asset materialize --partition ID` works."""
     from pstuts_pipeline.ingest import register_partitions
     from pstuts_pipeline.instance import instance_for_cli
-    from pstuts_pipeline.transcripts import load_catalog
+    from pstuts_pipeline.sources import load_catalog
 
     instance = instance_for_cli()
     catalog = load_catalog(_definitions().resources["transcript_source"].path())

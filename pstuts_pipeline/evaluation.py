@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pstuts_pipeline.transcripts import Catalog, load_catalog, qa_pairs, repair_times
+from pstuts_pipeline.sources import Catalog, load_catalog
+from pstuts_pipeline.transcripts import repair_times
 
 KS = (1, 3, 5, 10)
 MRR_DEPTH = 10
@@ -58,18 +59,15 @@ def questions_of(catalog: Catalog) -> list[Question]:
     """Every QA pair of a catalog, timed by the raw begin/end of its answer phrase (repaired times if null)."""
     questions = []
     for key in sorted(catalog.videos, key=int):
-        record = catalog.videos[key].record
-        raw = record["transcripts"]
-        repaired = {p.sent_id: p for p in repair_times(raw)[0]}
-        by_id = {p["sent_id"]: p for p in raw}
-        for pair in qa_pairs(record):
+        video = catalog.videos[key]
+        repaired = {p.sent_id: p for p in repair_times(video.phrases)[0]}
+        by_id = {p.sent_id: p for p in video.phrases}
+        for pair in video.qa:
             phrase = by_id[pair.sent_id]
-            begin = phrase["begin"] if phrase["begin"] is not None else repaired[pair.sent_id].begin
-            end = phrase["end"] if phrase["end"] is not None else repaired[pair.sent_id].end
+            begin = phrase.begin if phrase.begin is not None else repaired[pair.sent_id].begin
+            end = phrase.end if phrase.end is not None else repaired[pair.sent_id].end
             questions.append(
-                Question(
-                    int(record["video_id"]), pair.sent_id, pair.question, float(begin), (begin + end) / 2, pair.answer
-                )
+                Question(video.video_id, pair.sent_id, pair.question, float(begin), (begin + end) / 2, pair.answer)
             )
     return questions
 

@@ -24,8 +24,8 @@ from pstuts_pipeline.reconcile import (
     run_requests,
 )
 from pstuts_pipeline.settings import dagster_home, max_videos_per_run
+from pstuts_pipeline.sources import Catalog, load_catalog
 from pstuts_pipeline.sqlite_sync import batched_sqlite_syncs
-from pstuts_pipeline.transcripts import Catalog, load_catalog
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 INTERRUPTED_EXIT_CODE = 130

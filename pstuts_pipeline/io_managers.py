@@ -6,7 +6,6 @@ storage. Each file says which of a few known shapes it holds, and only those are
 
 import json
 from collections.abc import Callable
-from dataclasses import fields
 from typing import Any
 
 import dagster as dg
@@ -15,7 +14,7 @@ from pydantic import Field
 from upath import UPath
 
 from pstuts_pipeline.settings import storage_dir
-from pstuts_pipeline.transcripts import SourceVideo
+from pstuts_pipeline.sources import SourceVideo
 
 FORMAT = "pstuts-io/1"
 
@@ -31,7 +30,7 @@ def _document_fields(document: Document) -> dict[str, Any]:
 # shape -> (how to turn a stored value back into an object); plain JSON values are stored as they are.
 DECODERS: dict[str, Callable[[Any], Any]] = {
     "json": lambda value: value,
-    "SourceVideo": lambda value: SourceVideo(**value),
+    "SourceVideo": SourceVideo.from_json,
     "Document": _document,
     "list[Document]": lambda values: [_document(v) for v in values],
 }
@@ -40,8 +39,7 @@ DECODERS: dict[str, Callable[[Any], Any]] = {
 def encode(value: Any) -> str:
     """A value as a JSON document naming its shape; refuses anything it could not rebuild exactly."""
     if isinstance(value, SourceVideo):
-        # Shallow: asdict() would deep-copy the record first, two thirds of the time spent storing.
-        shape, data = "SourceVideo", {f.name: getattr(value, f.name) for f in fields(value)}
+        shape, data = "SourceVideo", value.to_json()
     elif isinstance(value, Document):
         shape, data = "Document", _document_fields(value)
     elif isinstance(value, list) and value and all(isinstance(v, Document) for v in value):
@@ -62,7 +60,11 @@ def decode(text: str, where: str) -> Any:
         raise ValueError(f"{where}: not a stored asset value ({error})") from None
     if not isinstance(stored, dict) or stored.get("format") != FORMAT or stored.get("shape") not in DECODERS:
         raise ValueError(f"{where}: not a {FORMAT} file (format or shape missing or unknown)")
-    return DECODERS[stored["shape"]](stored["value"])
+    try:
+        return DECODERS[stored["shape"]](stored["value"])
+    except (KeyError, TypeError) as error:
+        # A value of a shape whose fields have since changed (a SourceVideo holding the raw record, before 2026-12).
+        raise ValueError(f"{where}: written by an older version ({error}); re-materialize its asset") from None
 
 
 class PartitionedJsonIOManager(dg.ConfigurableIOManager):

@@ -22,7 +22,7 @@ from pstuts_pipeline.instance import reclaim_dead_runs
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
 from pstuts_pipeline.settings import max_videos_per_run
-from pstuts_pipeline.transcripts import Catalog, SourceVideo, load_catalog
+from pstuts_pipeline.sources import Catalog, SourceVideo, load_catalog
 
 INGEST_JOB_NAME = "ingest_videos"
 REMOVE_JOB_NAME = "remove_videos"

@@ -26,9 +26,11 @@ if TYPE_CHECKING:  # imported when a client is made: it costs a second, which `p
 
 
 class TranscriptSource(dg.ConfigurableResource):
-    """The folder of PsTuts-VQA-format JSON files that partitions are read from."""
+    """The folder of video files (PsTuts-VQA JSON, SRT or WebVTT captions) that partitions are read from."""
 
-    data_dir: str = Field(default="", description="Folder of *.json video files (default: data/ in the project).")
+    data_dir: str = Field(
+        default="", description="Folder of video files, *.json, *.srt, *.vtt (default: data/ in the project)."
+    )
 
     def path(self) -> Path:
         return Path(self.data_dir) if self.data_dir else data_dir()

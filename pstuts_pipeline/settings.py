@@ -39,7 +39,7 @@ def storage_dir() -> Path:
 
 
 def data_dir() -> Path:
-    """The folder of `*.json` transcript files to ingest."""
+    """The folder of transcript files to ingest (PsTuts-VQA JSON and SRT/WebVTT captions)."""
     return Path(env("PSTUTS_DATA_DIR") or project_root() / "data")
 
 

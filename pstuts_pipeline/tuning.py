@@ -13,7 +13,8 @@ from typing import Any
 from pstuts_pipeline import chunking, model_versions
 from pstuts_pipeline.embedding import models
 from pstuts_pipeline.settings import offline_model_hub, tuned_models_dir
-from pstuts_pipeline.transcripts import load_catalog, qa_pairs, repair_times
+from pstuts_pipeline.sources import RawPhrase, load_catalog
+from pstuts_pipeline.transcripts import repair_times
 
 EVALUATOR_NAME = "pstuts-dev"
 # The dev metrics kept in the card, by their short name, from InformationRetrievalEvaluator's keys.
@@ -84,9 +85,9 @@ class TuningResult:
     card: dict[str, Any]
 
 
-def phrase_passages(record: dict[str, Any], buffer_size: int) -> dict[int, str]:
+def phrase_passages(raw_phrases: Sequence[RawPhrase], buffer_size: int) -> dict[int, str]:
     """Each spoken phrase (with `buffer_size` neighbours on each side), by sent_id: what a passage vector holds."""
-    phrases, _ = repair_times(record["transcripts"])
+    phrases, _ = repair_times(raw_phrases)
     spoken = [p for p in phrases if p.text]
     windows = chunking.chunker_windows([p.text for p in spoken], buffer_size)
     return {p.sent_id: w for p, w in zip(spoken, windows, strict=True)}
@@ -108,10 +109,10 @@ def load_split(files: Sequence[Path], buffer_size: int) -> Split:
     split = Split()
     per_file: dict[str, dict[str, int]] = {str(f): {"videos": 0, "questions": 0} for f in files}
     for video in catalog.videos.values():
-        passages = phrase_passages(video.record, buffer_size)
+        passages = phrase_passages(video.phrases, buffer_size)
         split.passages.update({f"{video.video_id}:{sent_id}": text for sent_id, text in passages.items()})
         per_file[video.file]["videos"] += 1
-        for pair in qa_pairs(video.record):
+        for pair in video.qa:
             question = dense_query_text(pair.question).strip()
             if not question or pair.sent_id not in passages:
                 split.skipped_questions += 1  # blank question, or its answer phrase has no words

@@ -91,12 +91,12 @@ def test_every_phrase_is_linked_once_timed_and_within_the_window(all_pstuts, pst
     embeddings = EmbeddingsResource()
     window, special = embeddings.window()
     for key, video in pstuts_catalog.videos.items():
-        raw = video.record["transcripts"]
+        raw = video.phrases
         phrases = phrases_of(phrase_docs[key])
         chunks = [timed_chunk_of(d) for d in chunks_by_video[key]]
-        assert [p.sent_id for p in phrases] == [r["sent_id"] for r in raw]
-        assert [p.text for p in phrases] == [normalize_text(r["sent"]) for r in raw]
-        assert [s for c in chunks for s in c.sent_ids] == [r["sent_id"] for r in raw], f"video {key}"
+        assert [p.sent_id for p in phrases] == [r.sent_id for r in raw]
+        assert [p.text for p in phrases] == [normalize_text(r.text) for r in raw]
+        assert [s for c in chunks for s in c.sent_ids] == [r.sent_id for r in raw], f"video {key}"
         assert validation.linking_problems(phrases, chunks) == []
         assert validation.timing_problems(chunks) == []
         assert validation.window_problems(chunks, embeddings.count_tokens, window, special) == []

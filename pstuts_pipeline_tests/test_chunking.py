@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from pstuts_pipeline import chunking, validation
 from pstuts_pipeline.chunking import ChunkerSettings, TimedChunk
 from pstuts_pipeline.embedding import EmbeddingSpec, token_counter, window_tokens
+from pstuts_pipeline.sources.pstuts_json import raw_phrases
 from pstuts_pipeline.transcripts import Phrase, normalize_text, repair_times
 
 COUNT = token_counter(EmbeddingSpec())
@@ -60,7 +61,7 @@ def messy_transcripts(draw: st.DrawFn) -> list[Phrase]:
     )
     assume(any(normalize_text(t) for t in texts))  # validate_record refuses a video of empty phrases only
     raw = [{"sent_id": 10 * i, "sent": t, "begin": draw(TIME), "end": draw(TIME)} for i, t in enumerate(texts)]
-    return repair_times(raw)[0]
+    return repair_times(raw_phrases(raw))[0]
 
 
 def phrase_partition(phrases: list[Phrase], cuts: set[int], separator: str) -> list[str]:

@@ -13,7 +13,7 @@ from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-SAMPLE_VIDEOS = ["9001", "9002", "9003"]
+SAMPLE_VIDEOS = ["9001", "9002", "9003", "9004"]  # 9004 is WebVTT captions
 pytestmark = pytest.mark.slow
 
 

@@ -30,6 +30,12 @@ def test_a_file_of_another_shape_or_format_is_refused_naming_it():
         decode("\x80NOT JSON", "x.json")
 
 
+def test_a_source_video_stored_before_the_typed_model_asks_for_a_rematerialization():
+    old = {"video_id": 9001, "record": {"video_id": 9001}, "file": "data/x.json", "content_hash": "0" * 64}
+    with pytest.raises(ValueError, match="^x.json: written by an older version .*re-materialize its asset$"):
+        decode(json.dumps({"format": "pstuts-io/1", "shape": "SourceVideo", "value": old}), "x.json")
+
+
 class RunsCode:
     """What a crafted pickle does: call something of its choice on load (here, write a marker file)."""
 

@@ -27,6 +27,7 @@ from pstuts_pipeline.resources import (
     TranscriptSource,
     resources_from_env,
 )
+from pstuts_pipeline.sources.pstuts_json import video_of
 
 FEW_VIDEOS = 3
 
@@ -69,7 +70,8 @@ def test_each_asset_on_a_real_video(few_real_videos):
     context = lambda: dg.build_asset_context(partition_key=key, instance=instance)
 
     raw = raw_transcripts(context(), transcript_source=TranscriptSource(data_dir=str(folder)))
-    assert raw[key].record == video and len(raw[key].content_hash) == 64
+    assert raw[key] == video_of(video, video["video_id"], str(folder / "dev_subset.json"))
+    assert len(raw[key].content_hash) == 64
 
     phrases = phrase_documents(context(), raw_transcripts=raw)[key]
     assert [d.metadata["sent_id"] for d in phrases] == [p["sent_id"] for p in video["transcripts"]]

@@ -5,6 +5,8 @@ import math
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from pstuts_pipeline.sources import RawPhrase
+from pstuts_pipeline.sources.pstuts_json import raw_phrases
 from pstuts_pipeline.transcripts import normalize_text, repair_times
 
 KNOWN_TIME = st.one_of(st.floats(0, 900, allow_nan=False, allow_infinity=False), st.integers(0, 900))
@@ -41,7 +43,7 @@ def _changed(raw: object, repaired: float) -> bool:
 @example([{"sent_id": 0, "sent": "Okay.", "begin": None, "end": None}])
 @example([{"sent_id": 0, "sent": "a", "begin": 5, "end": 3}, {"sent_id": 1, "sent": "b", "begin": 1, "end": 2}])
 def test_repaired_spans_are_ordered_and_never_overlap(raw):
-    phrases, repairs = repair_times(raw)
+    phrases, repairs = repair_times(raw_phrases(raw))
     assert [p.sent_id for p in phrases] == [r["sent_id"] for r in raw]
     assert [p.text for p in phrases] == [normalize_text(r["sent"]) for r in raw]
     previous_end = 0.0
@@ -57,7 +59,7 @@ def test_repaired_spans_are_ordered_and_never_overlap(raw):
 @settings(max_examples=400, deadline=None)
 @given(messy_phrases())
 def test_repair_counts_match_the_times_that_changed(raw):
-    phrases, repairs = repair_times(raw)
+    phrases, repairs = repair_times(raw_phrases(raw))
     assert repairs.begin_filled == sum(r["begin"] is None for r in raw)
     assert repairs.end_filled == sum(r["end"] is None for r in raw)
     assert repairs.begin_filled + repairs.begin_moved_forward == sum(
@@ -70,7 +72,7 @@ def test_repair_counts_match_the_times_that_changed(raw):
 @settings(max_examples=200, deadline=None)
 @given(messy_phrases())
 def test_a_known_time_is_kept_whenever_it_is_consistent(raw):
-    phrases, _ = repair_times(raw)
+    phrases, _ = repair_times(raw_phrases(raw))
     previous_end = 0.0
     for r, p in zip(raw, phrases):
         if r["begin"] is not None and r["begin"] >= previous_end:
@@ -83,7 +85,7 @@ def test_a_known_time_is_kept_whenever_it_is_consistent(raw):
 @settings(max_examples=200, deadline=None)
 @given(valid_phrases())
 def test_sound_times_are_left_untouched(raw):
-    phrases, repairs = repair_times(raw)
+    phrases, repairs = repair_times(raw_phrases(raw))
     assert [(p.begin, p.end) for p in phrases] == [(r["begin"], r["end"]) for r in raw]
     assert repairs.total == 0
 
@@ -91,10 +93,8 @@ def test_sound_times_are_left_untouched(raw):
 @settings(max_examples=200, deadline=None)
 @given(messy_phrases())
 def test_repair_is_idempotent(raw):
-    phrases, _ = repair_times(raw)
-    again, repairs = repair_times(
-        [{"sent_id": p.sent_id, "sent": p.text, "begin": p.begin, "end": p.end} for p in phrases]
-    )
+    phrases, _ = repair_times(raw_phrases(raw))
+    again, repairs = repair_times([RawPhrase(p.sent_id, p.text, p.begin, p.end) for p in phrases])
     assert again == phrases and repairs.total == 0
 
 
@@ -107,7 +107,7 @@ def test_each_documented_rule():
         {"sent_id": 4, "sent": "fifth", "begin": 6.0, "end": 5.0},  # rule 4: inverted, like a missing end
         {"sent_id": 5, "sent": "sixth", "begin": 7.0, "end": None},  # rule 3: nothing known after: its begin
     ]
-    phrases, repairs = repair_times(raw)
+    phrases, repairs = repair_times(raw_phrases(raw))
     assert [(p.begin, p.end) for p in phrases] == [(0, 2), (2, 3), (3, 4), (4.5, 6), (6, 7), (7, 7)]
     assert repairs.as_dict() == {"begin_filled": 2, "end_filled": 2, "end_before_begin": 1, "begin_moved_forward": 1}
 
@@ -116,13 +116,14 @@ def test_real_transcripts_repair_to_sound_spans(pstuts_catalog):
     """PsTuts-VQA holds null, inverted and overlapping times; after repair every video is sound."""
     nulls = repaired_videos = 0
     for video in pstuts_catalog.videos.values():
-        raw = video.record["transcripts"]
-        phrases, repairs = repair_times(raw)
-        nulls += sum(r[k] is None for r in raw for k in ("begin", "end"))
+        phrases, repairs = repair_times(video.phrases)
+        nulls += sum(t is None for r in video.phrases for t in (r.begin, r.end))
         repaired_videos += repairs.total > 0
         previous_end = 0.0
         for p in phrases:
             assert previous_end <= p.begin <= p.end
             previous_end = p.end
-        assert repairs.begin_filled + repairs.end_filled == sum(r[k] is None for r in raw for k in ("begin", "end"))
+        assert repairs.begin_filled + repairs.end_filled == sum(
+            t is None for r in video.phrases for t in (r.begin, r.end)
+        )
     assert nulls > 0 and repaired_videos > 1

@@ -16,6 +16,7 @@ from pstuts_pipeline.assets.evaluation import retrieval_evaluation
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import ingest
 from pstuts_pipeline.resources import EmbeddingsResource, resources_from_env
+from pstuts_pipeline.sources.pstuts_json import raw_phrases
 
 BIN = Path(sys.executable).parent
 TRAIN_QUESTIONS = 40
@@ -41,13 +42,13 @@ def slice_files(tmp_path_factory, pstuts_files) -> tuple[Path, Path]:
 
 def test_pairs_are_questions_with_the_answer_phrase_and_its_neighbours(pstuts_records):
     record = pstuts_records[0]
-    passages = tuning.phrase_passages(record, buffer_size=1)
+    passages = tuning.phrase_passages(raw_phrases(record["transcripts"]), buffer_size=1)
     texts = {p["sent_id"]: " ".join(p["sent"].split()) for p in record["transcripts"]}
     spoken = [s for s in sorted(texts) if texts[s]]
     middle = spoken[5]
     assert passages[middle] == " ".join(texts[s] for s in spoken[4:7])
     assert passages[spoken[0]] == " ".join(texts[s] for s in spoken[:2])
-    assert tuning.phrase_passages(record, buffer_size=0)[middle] == texts[middle]
+    assert tuning.phrase_passages(raw_phrases(record["transcripts"]), buffer_size=0)[middle] == texts[middle]
 
 
 def test_questions_are_trained_as_search_embeds_them(slice_files):

@@ -10,7 +10,8 @@ from pstuts_pipeline import chunking
 from pstuts_pipeline.instance import record_run_process
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.resources import ChunkerResource, EmbeddingsResource, TranscriptSource
-from pstuts_pipeline.transcripts import Phrase, SourceVideo, TimeRepairs, load_catalog, repair_times
+from pstuts_pipeline.sources import VIDEO_FIELDS, SourceVideo, load_catalog
+from pstuts_pipeline.transcripts import Phrase, TimeRepairs, repair_times
 
 # Several videos in one run share one model load and one batch of embeddings.
 SINGLE_RUN = dg.BackfillPolicy.single_run()
@@ -19,9 +20,9 @@ INGESTION_GROUP = "ingestion"
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 
 
-def video_fields(video: SourceVideo) -> dict[str, object]:
-    record = video.record
-    return {"video_id": video.video_id, "title": record["title"], "desc": record.get("desc", ""), "url": record["url"]}
+def video_metadata(documents: list[Document]) -> dict[str, object]:
+    """The video-level fields a video's phrase Documents all carry, to pass on to its whole-video Documents."""
+    return {k: documents[0].metadata[k] for k in VIDEO_FIELDS}
 
 
 def phrases_of(documents: list[Document]) -> list[Phrase]:
@@ -51,7 +52,7 @@ def chunk_table(chunks: list[Document], rows: int = 20) -> dg.MetadataValue:
 
 @dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP, kinds={"json"})
 def raw_transcripts(context: dg.AssetExecutionContext, transcript_source: TranscriptSource) -> dict[str, SourceVideo]:
-    """The video's record from the data folder, validated, with its file and content hash."""
+    """The video from the data folder, in whatever format, validated, with its file and content hash."""
     record_run_process(context)  # lets a later tick reclaim this run if its process is killed
     catalog = load_catalog(transcript_source.path())
     wanted = context.partition_keys
@@ -66,8 +67,8 @@ def raw_transcripts(context: dg.AssetExecutionContext, transcript_source: Transc
     context.add_output_metadata(
         {
             "videos": len(videos),
-            "phrases": sum(len(v.record["transcripts"]) for v in videos.values()),
-            "qa_pairs": sum(len(v.record.get("qa", [])) for v in videos.values()),
+            "phrases": sum(len(v.phrases) for v in videos.values()),
+            "qa_pairs": sum(len(v.qa) for v in videos.values()),
             "files": dg.MetadataValue.json(sorted({v.file for v in videos.values()})),
             "content_hashes": dg.MetadataValue.json({k: v.content_hash for k, v in videos.items()}),
         }
@@ -83,10 +84,9 @@ def phrase_documents(
     result: dict[str, list[Document]] = {}
     repairs_by_video: dict[str, dict[str, int]] = {}
     for key, video in raw_transcripts.items():
-        raw = video.record["transcripts"]
-        phrases, repairs = repair_times(raw)
+        phrases, repairs = repair_times(video.phrases)
         repairs_by_video[key] = repairs.as_dict()
-        base = video_fields(video)
+        base = video.metadata()
         result[key] = [
             Document(
                 page_content=p.text,
@@ -95,11 +95,11 @@ def phrase_documents(
                     "sent_id": p.sent_id,
                     "time_start": p.begin,
                     "time_end": p.end,
-                    "raw_begin": r.get("begin"),
-                    "raw_end": r.get("end"),
+                    "raw_begin": r.begin,
+                    "raw_end": r.end,
                 },
             )
-            for p, r in zip(phrases, raw, strict=True)
+            for p, r in zip(phrases, video.phrases, strict=True)
         ]
     totals = {name: sum(r[name] for r in repairs_by_video.values()) for name in TimeRepairs().as_dict()}
     context.add_output_metadata(
@@ -121,7 +121,7 @@ def full_transcripts(
     """The whole transcript as one Document, phrases joined by newlines, for the semantic chunker."""
     result = {}
     for key, documents in phrase_documents.items():
-        meta = {k: documents[0].metadata[k] for k in ("video_id", "title", "desc", "url")}
+        meta = video_metadata(documents)
         text = chunking.full_transcript(phrases_of(documents))
         result[key] = Document(page_content=text, metadata={**meta, "phrases": len(documents)})
     context.add_output_metadata(
@@ -189,7 +189,7 @@ def timestamped_chunks(
     settings = chunker.settings(window)
     result: dict[str, list[Document]] = {}
     for key, documents in phrase_documents.items():
-        meta = {k: documents[0].metadata[k] for k in ("video_id", "title", "desc", "url")}
+        meta = video_metadata(documents)
         chunks = chunking.timed_chunks(
             [c.page_content for c in kamradt_chunks[key]],
             phrases_of(documents),

@@ -11,7 +11,7 @@ from pstuts_pipeline.assets.chunks import INGESTION_GROUP, SINGLE_RUN, TRANSIENT
 from pstuts_pipeline.fingerprints import build_fingerprint
 from pstuts_pipeline.partitions import video_partitions
 from pstuts_pipeline.resources import ChunkerResource, EmbeddingsResource, QdrantResource
-from pstuts_pipeline.transcripts import SourceVideo
+from pstuts_pipeline.sources import SourceVideo
 
 # Local-mode Qdrant admits one client per folder: one writer at a time (limit set in dagster.yaml).
 QDRANT_POOL = "qdrant_writes"
@@ -52,13 +52,7 @@ def qdrant_collection(
         existing = vectorstore.points_of_videos(client, qdrant.collection, video_ids, payload=False)
         for key, video_chunks in chunks.items():
             video = raw_transcripts[key]
-            info = vectorstore.VideoInfo(
-                video.video_id,
-                video.record["title"],
-                video.record.get("desc", ""),
-                video.record["url"],
-                video.content_hash,
-            )
+            info = vectorstore.VideoInfo(**video.metadata(), source_hash=video.content_hash)
             fingerprint = build_fingerprint(video.content_hash, embeddings.model_id, settings)
             points = vectorstore.build_points(
                 info,

@@ -1,0 +1,137 @@
+"""Reading SRT and WebVTT caption files: one video per file, each cue a phrase timed by the cue.
+
+A caption file says nothing of its video, so the rest comes from beside it:
+- the video id from `video_id` in a sidecar `<name>.toml`, else from the number the file name starts with
+  (`1234 - Remove a background.srt` is video 1234);
+- the title, description and url from the sidecar's `title`, `desc` and `url`, else the title from the file name
+  after the number (`Remove a background`), no description and no url.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import tomllib
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from pstuts_pipeline.sources.model import InputError, RawPhrase, SourceVideo, content_hash, normalize_text, utf8_text
+
+CAPTION_SUFFIXES = (".srt", ".vtt")
+SIDECAR_SUFFIX = ".toml"
+SIDECAR_KEYS = {"video_id": int, "title": str, "desc": str, "url": str}
+NAMED_ID = re.compile(r"^(\d+)\b\s*(?:[-–_.:]\s*)?(.*)$")
+# SRT writes 00:01:02,500 and WebVTT 01:02.500 or 00:01:02.500; either is read in either kind of file.
+TIMESTAMP = re.compile(r"^(?:(\d+):)?([0-5]\d):([0-5]\d)[,.](\d{1,3})$")
+TAG = re.compile(r"<[^>]*>")
+# WebVTT blocks that are not cues.
+NOT_CUES = ("NOTE", "STYLE", "REGION")
+
+
+def _sidecar(path: Path, named_id: int | None) -> dict[str, Any]:
+    """The sidecar's fields, checked, or none when there is no sidecar."""
+    sidecar = path.with_suffix(SIDECAR_SUFFIX)
+    if not sidecar.exists():
+        return {}
+    try:
+        text, problem, _ = utf8_text(sidecar.read_bytes())
+        if problem is not None:
+            raise InputError(str(sidecar), problem, named_id)
+        fields = tomllib.loads(text)
+    except OSError as exc:
+        raise InputError(str(sidecar), f"cannot be read: {exc.strerror}", named_id) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(str(sidecar), f"is not valid TOML: {exc}", named_id) from None
+    for key, value in fields.items():
+        expected = SIDECAR_KEYS.get(key)
+        if expected is None:
+            raise InputError(str(sidecar), f"unknown key (known: {', '.join(SIDECAR_KEYS)})", named_id, key)
+        if not isinstance(value, expected) or isinstance(value, bool):
+            kind = "an integer" if expected is int else "a string"
+            raise InputError(str(sidecar), f"is {value!r}, not {kind}", named_id, key)
+    return fields
+
+
+def _seconds(value: str, file: str, video_id: int, where: str) -> float:
+    match = TIMESTAMP.match(value)
+    if match is None:
+        raise InputError(file, f"{value!r} is not a timestamp like 00:01:02,500", video_id, where)
+    hours, minutes, seconds, fraction = match.groups()
+    return int(hours or 0) * 3600 + int(minutes) * 60 + int(seconds) + int(fraction.ljust(3, "0")) / 1000
+
+
+def _cue_text(lines: list[str]) -> str:
+    """A cue's lines as one phrase, without markup such as <i> or <v Speaker>."""
+    return normalize_text(html.unescape(TAG.sub("", " ".join(lines))))
+
+
+def parse_cues(text: str, file: str, video_id: int, webvtt: bool) -> list[RawPhrase]:
+    """Each cue as a phrase numbered from 1, in file order; raise InputError naming the cue and what is wrong."""
+    blocks: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.strip():
+            blocks[-1].append(line.strip())
+        elif blocks[-1]:
+            blocks.append([])
+    blocks = [b for b in blocks if b]
+    if webvtt:
+        if not blocks or not re.match(r"WEBVTT\b", blocks[0][0]):
+            raise InputError(file, "does not start with 'WEBVTT': not a WebVTT file", video_id)
+        blocks = [b for b in blocks[1:] if b[0].split(maxsplit=1)[0] not in NOT_CUES]
+    phrases = []
+    for block in blocks:
+        where = f"cue {len(phrases) + 1}"
+        timing = next((i for i, line in enumerate(block) if "-->" in line), None)
+        if timing is None or timing > 1:
+            # Before the timing line there may be one line: the cue's number (SRT) or identifier (WebVTT).
+            raise InputError(
+                file, f"has no timing line like '00:00:01,000 --> 00:00:02,500': {block[0]!r}", video_id, where
+            )
+        begin, _, rest = block[timing].partition("-->")
+        end = rest.split()[0] if rest.split() else ""  # WebVTT cue settings (align:start ...) follow the end time
+        phrases.append(
+            RawPhrase(
+                len(phrases) + 1,
+                _cue_text(block[timing + 1 :]),
+                _seconds(begin.strip(), file, video_id, f"{where}: begin"),
+                _seconds(end, file, video_id, f"{where}: end"),
+            )
+        )
+    if not phrases:
+        raise InputError(file, "holds no cues: a video needs at least one phrase", video_id)
+    if not any(p.text for p in phrases):
+        raise InputError(file, "holds only empty cues", video_id)
+    return phrases
+
+
+def read_caption_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
+    """The one video of an SRT or WebVTT file, or the error naming the file, the cue and what is wrong."""
+    file = str(path)
+    named = NAMED_ID.match(path.stem)
+    named_id = int(named.group(1)) if named else None
+    try:
+        meta = _sidecar(path, named_id)
+        video_id = meta.get("video_id", named_id)
+        if video_id is None:
+            sidecar = path.with_suffix(SIDECAR_SUFFIX).name
+            raise InputError(
+                file,
+                f"no video id: start the file name with it ('1234 - Title{path.suffix}') or set it in {sidecar}",
+                field="video_id",
+            )
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise InputError(file, f"cannot be read: {exc.strerror}", video_id) from None
+        text, problem, _ = utf8_text(data)
+        if problem is not None:
+            raise InputError(file, problem, video_id)
+        webvtt = path.suffix.lower() == ".vtt" or text.startswith("WEBVTT")
+        phrases = parse_cues(text, file, video_id, webvtt)
+    except InputError as error:
+        return [], [error]
+    title = meta.get("title") or (named.group(2).strip() if named else "") or path.stem
+    fields = {"video_id": video_id, "title": title, "desc": meta.get("desc", ""), "url": meta.get("url", "")}
+    typed = {**fields, "phrases": [asdict(p) for p in phrases]}
+    return [SourceVideo(**fields, phrases=tuple(phrases), qa=(), file=file, content_hash=content_hash(typed))], []
