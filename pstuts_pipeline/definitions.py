@@ -1,16 +1,31 @@
 """The Dagster code location: assets, checks, jobs, sensor, schedules and resources in one place."""
 
+from collections.abc import Sequence
+
 import dagster as dg
 
 from pstuts_pipeline import settings
 from pstuts_pipeline.assets import evaluation_assets, ingestion_assets, tuning_assets
-from pstuts_pipeline.assets.tuning import with_embedder_version
 from pstuts_pipeline.checks import pipeline_checks
 from pstuts_pipeline.io_managers import PartitionedJsonIOManager
 from pstuts_pipeline.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.resources import resources_from_env
 from pstuts_pipeline.schedules import build_schedules
 from pstuts_pipeline.sensors import transcript_folder_sensor
+
+
+def with_embedder_version(assets: Sequence[dg.AssetsDefinition], model_id: str) -> list[dg.AssetsDefinition]:
+    """Fold the embedding model into the code version of every asset that uses it.
+
+    The model is part of what these assets compute: with it in their code version, switching models
+    (PSTUTS_EMBEDDING_MODEL) shows them as stale in Dagster until they are materialized again.
+    """
+
+    def versioned(spec: dg.AssetSpec) -> dg.AssetSpec:
+        code = f"{spec.code_version}+" if spec.code_version else ""
+        return spec.replace_attributes(code_version=f"{code}embedder={model_id}")
+
+    return [a.map_asset_specs(versioned) if "embeddings" in a.required_resource_keys else a for a in assets]
 
 
 def build_definitions(

@@ -11,8 +11,9 @@ import contextlib
 import hashlib
 import json
 import shutil
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,13 +52,23 @@ def resolve(value: str, root: Path, how_to_make_one: str) -> str:
     return str(latest_version(root, how_to_make_one)) if value.strip().lower() == LATEST else value
 
 
-def new_version(
-    out_root: Path, prefix: str, base_sha256: str, data: list[dict[str, Any]], settings: Any
-) -> tuple[str, datetime, Path]:
-    """(name, creation time, staging folder) of a version about to be trained."""
+@dataclass(frozen=True)
+class Draft:
+    """A version being trained: its name, when it was started, where it is staged, and the base it starts from."""
+
+    name: str
+    created: datetime
+    staging: Path
+    base: Path
+    base_sha256: str
+
+
+def new_version(out_root: Path, prefix: str, base: Path, data: list[dict[str, Any]], settings: Any) -> Draft:
+    """The draft of a version about to be trained from the model folder `base`."""
     created = datetime.now(UTC)
+    base_sha256 = _sha256(base / "model.safetensors")
     name = version_name(prefix, base_sha256, data, settings, created)
-    return name, created, Path(out_root) / f".{name}.partial"
+    return Draft(name, created, Path(out_root) / f".{name}.partial", base, base_sha256)
 
 
 def publish(staging: Path, card: dict[str, Any], log: Log) -> Path:
@@ -119,6 +130,27 @@ def progress_callback(log: Log):  # -> transformers.TrainerCallback, imported la
     return LogProgress()
 
 
+def fit(
+    trainer_class: type, model: Any, args: Any, columns: dict[str, list[str]], loss: Any, evaluator: Any, log: Log
+) -> tuple[Any, float, float]:
+    """Train on `columns` with progress going to `log`, not transformers' printer; (trainer, wall s, CPU s)."""
+    import transformers
+    from datasets import Dataset
+
+    trainer = trainer_class(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_dict(columns),
+        loss=loss,
+        evaluator=evaluator,
+        callbacks=[progress_callback(log)],
+    )
+    trainer.remove_callback(transformers.PrinterCallback)  # it prints every log to stdout; ours goes to `log`
+    wall_started, cpu_started = time.perf_counter(), time.process_time()
+    trainer.train()
+    return trainer, time.perf_counter() - wall_started, time.process_time() - cpu_started
+
+
 def history(
     log_history: list[dict[str, Any]], evaluator_name: str, short: Callable[[dict[str, float]], dict[str, float]]
 ) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
@@ -156,11 +188,7 @@ def training_arguments(arguments_class: type, staging: Path, settings: Any, **ex
 
 
 def card(
-    name: str,
-    created: datetime,
-    base: Path,
-    base_sha256: str,
-    staging: Path,
+    draft: Draft,
     train: Any,
     dev: Any,
     settings: Any,
@@ -173,10 +201,10 @@ def card(
     """The card every version carries: what it was made from (with sha256), how, how well, and how long it took."""
     losses, evals = history(trainer.state.log_history, evaluator_name, short)
     return {
-        "name": name,
-        "created": created.isoformat(),
-        "base_model": {"name": BASE_MODEL_NAME, "path": str(base), "sha256": base_sha256},
-        "model_sha256": _sha256(staging / "model.safetensors"),
+        "name": draft.name,
+        "created": draft.created.isoformat(),
+        "base_model": {"name": BASE_MODEL_NAME, "path": str(draft.base), "sha256": draft.base_sha256},
+        "model_sha256": _sha256(draft.staging / "model.safetensors"),
         "training_data": train.files,
         "dev_data": dev.files,
         "skipped_questions": {"train": train.skipped_questions, "dev": dev.skipped_questions},

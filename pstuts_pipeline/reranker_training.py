@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from pstuts_pipeline import lexical, model_versions, tuning
-from pstuts_pipeline.embedding import models
 from pstuts_pipeline.settings import rerankers_dir
 
 EVALUATOR_NAME = "pstuts-dev-rerank"
@@ -164,8 +163,6 @@ def _train(
 ) -> RerankerResult:
     started = time.perf_counter()
     base, train_split, dev_split = tuning.training_inputs(train_files, dev_files, base_model, 0)
-    import transformers
-    from datasets import Dataset
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.cross_encoder import CrossEncoder, CrossEncoderTrainer, CrossEncoderTrainingArguments
     from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
@@ -191,33 +188,18 @@ def _train(
     log(f"untrained reranker on dev: {base_metrics}")
 
     out_root = Path(out_root) if out_root else rerankers_dir()
-    base_sha = models._sha256(base / "model.safetensors")
-    name, created, staging = model_versions.new_version(
-        out_root, "reranker-pstuts", base_sha, train_split.files, settings
+    draft = model_versions.new_version(out_root, "reranker-pstuts", base, train_split.files, settings)
+    args = model_versions.training_arguments(CrossEncoderTrainingArguments, draft.staging, settings)
+    loss = MultipleNegativesRankingLoss(model, num_negatives=settings.in_batch_negatives)
+    trainer, train_seconds, cpu_seconds = model_versions.fit(
+        CrossEncoderTrainer, model, args, columns, loss, evaluator, log
     )
-    args = model_versions.training_arguments(CrossEncoderTrainingArguments, staging, settings)
-    trainer = CrossEncoderTrainer(
-        model=model,
-        args=args,
-        train_dataset=Dataset.from_dict(columns),
-        loss=MultipleNegativesRankingLoss(model, num_negatives=settings.in_batch_negatives),
-        evaluator=evaluator,
-        callbacks=[model_versions.progress_callback(log)],
-    )
-    trainer.remove_callback(transformers.PrinterCallback)
-    train_started, cpu_started = time.perf_counter(), time.process_time()
-    trainer.train()
-    train_seconds, cpu_seconds = time.perf_counter() - train_started, time.process_time() - cpu_started
     trained_metrics = card_metrics(evaluator(model))
     log(f"trained reranker on dev: {trained_metrics} after {train_seconds:.0f}s of training")
 
-    model.save(str(staging))
+    model.save(str(draft.staging))
     card = model_versions.card(
-        name,
-        created,
-        base,
-        base_sha,
-        staging,
+        draft,
         train_split,
         dev_split,
         settings,
@@ -230,4 +212,4 @@ def _train(
         loss=f"MultipleNegativesRankingLoss (cross-encoder, {settings.negatives} first-stage hard negatives)",
         metrics={"dev_untrained": base_metrics, "dev_trained": trained_metrics},
     )
-    return RerankerResult(model_versions.publish(staging, card, log), card)
+    return RerankerResult(model_versions.publish(draft.staging, card, log), card)

@@ -329,8 +329,6 @@ def _train(
 ) -> TuningResult:
     started = time.perf_counter()
     base, train_split, dev_split = training_inputs(train_files, dev_files, base_model, settings.buffer_size)
-    import transformers
-    from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
@@ -355,36 +353,20 @@ def _train(
     log(f"base model on dev: {base_metrics}")
 
     out_root = Path(out_root) if out_root else tuned_models_dir()
-    base_sha = models._sha256(base / "model.safetensors")
-    name, created, staging = model_versions.new_version(
-        out_root, "minilm-pstuts", base_sha, train_split.files, settings
-    )
+    draft = model_versions.new_version(out_root, "minilm-pstuts", base, train_split.files, settings)
     args = model_versions.training_arguments(
-        SentenceTransformerTrainingArguments, staging, settings, batch_sampler=_batch_sampler_class()
+        SentenceTransformerTrainingArguments, draft.staging, settings, batch_sampler=_batch_sampler_class()
     )
-    trainer = SentenceTransformerTrainer(
-        model=model,
-        args=args,
-        train_dataset=Dataset.from_dict(columns),
-        loss=MultipleNegativesRankingLoss(model),
-        evaluator=evaluator,
-        callbacks=[model_versions.progress_callback(log)],
+    trainer, train_seconds, cpu_seconds = model_versions.fit(
+        SentenceTransformerTrainer, model, args, columns, MultipleNegativesRankingLoss(model), evaluator, log
     )
-    trainer.remove_callback(transformers.PrinterCallback)  # it prints every log to stdout; ours goes to `log`
-    train_started, cpu_started = time.perf_counter(), time.process_time()
-    trainer.train()
-    train_seconds, cpu_seconds = time.perf_counter() - train_started, time.process_time() - cpu_started
     tuned_metrics = card_metrics(evaluator(model))
     log(f"tuned model on dev: {tuned_metrics} after {train_seconds:.0f}s of training")
 
     model.max_seq_length = window  # the pipeline sizes chunks by this window: keep it as the base model's
-    model.save(str(staging))
+    model.save(str(draft.staging))
     card = model_versions.card(
-        name,
-        created,
-        base,
-        base_sha,
-        staging,
+        draft,
         train_split,
         dev_split,
         settings,
@@ -397,5 +379,5 @@ def _train(
         loss="MultipleNegativesRankingLoss",
         metrics={"dev_base": base_metrics, "dev_tuned": tuned_metrics},
     )
-    folder = model_versions.publish(staging, card, log)
+    folder = model_versions.publish(draft.staging, card, log)
     return TuningResult(folder, card)

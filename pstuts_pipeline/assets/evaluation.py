@@ -1,16 +1,17 @@
 """Retrieval quality of the current collection, recorded on every materialization so the UI can plot it."""
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 from pydantic import Field
+from qdrant_client import QdrantClient
 
-from pstuts_pipeline import evaluation, retrieval
+from pstuts_pipeline import evaluation, reranking, retrieval
 from pstuts_pipeline.assets.chunks import TranscriptSource
 from pstuts_pipeline.assets.collection import qdrant_collection
-from pstuts_pipeline.assets.tuning import side_by_side
 from pstuts_pipeline.resources import EmbeddingsResource, QdrantResource, RerankerResource
 
 EVALUATION_GROUP = "evaluation"
@@ -125,3 +126,38 @@ def retrieval_evaluation(
             **compared,
         }
     )
+
+
+def side_by_side(
+    client: QdrantClient,
+    collection: str,
+    model: str,
+    embeddings: EmbeddingsResource,
+    questions: Sequence[evaluation.Question],
+    metrics: dict[str, float],
+    top_k: int,
+    reranker: reranking.Reranker | None = None,
+    asked: Sequence[evaluation.Question] = (),
+) -> dict[str, object]:
+    """Score another collection, built with another model (e.g. base vs tuned), on the same questions.
+
+    `model` is a folder, `latest`, or empty for the bundled model; `metrics` are this run's, and the
+    `vs_compared_*` values are this run's minus the other's.
+    """
+    model_id = embeddings.spec_for(model).model_id
+    texts = [q.text for q in questions]
+    ranked = retrieval.search_many(
+        client, collection, embeddings.query_embeddings(model), model_id, texts, top_k, reranker=reranker
+    )
+    other = evaluation.evaluate(questions, ranked, asked=asked)
+    names = [name for name in metrics if "@" in name]
+    frame = pd.DataFrame(
+        {"this": [metrics[n] for n in names], "compared": [other[n] for n in names]}, index=names
+    ).assign(**{"this - compared": lambda f: f["this"] - f["compared"]})
+    return {
+        "compared_collection": collection,
+        "compared_model": model_id,
+        **{f"compared_{n}": dg.MetadataValue.float(round(other[n], 4)) for n in names},
+        **{f"vs_compared_{n}": dg.MetadataValue.float(round(metrics[n] - other[n], 4)) for n in names},
+        "side_by_side": dg.MetadataValue.md(frame.round(4).to_markdown()),
+    }

@@ -4,7 +4,7 @@ import dagster as dg
 from pydantic import Field
 
 from pstuts_pipeline import reranker_training
-from pstuts_pipeline.assets.tuning import TUNING_GROUP, TrainingConfig, materialize_in_process, model_version_result
+from pstuts_pipeline.assets.training import TUNING_GROUP, TrainingConfig, materialize_in_process, model_version_result
 
 DEFAULTS = reranker_training.RerankerSettings()
 
