@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from conftest import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[1]
 EMBEDDING_PORT = int(os.environ.get("EMBEDDING_PORT", "7997"))
@@ -177,9 +178,7 @@ def local_chat_server() -> str:
         http_json(f"{CHAT_URL}/models", timeout=5)
     except OSError as error:
         reason = f"no chat server at {CHAT_URL} ({error}): start it with `bash scripts/chat_server.sh start`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+        skip_or_fail(reason)
     return CHAT_URL
 
 
