@@ -10,7 +10,6 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from servers import CHAT_MODEL, local_chat_server
-from test_retrieval import searchable  # noqa: F401 - the module fixture: three dev videos ingested
 
 from pstuts_pipeline import answer_metrics, answering
 from pstuts_pipeline.assets.answers import answer_evaluation

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 import pytest
-from conftest import SAMPLE_DIR
+from conftest import SAMPLE
 
 from benchmarks.dagster_dev_path import DagsterDev
 from benchmarks.ingest_speed import Workspace
@@ -17,7 +17,6 @@ from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.resources import QdrantResource
 
 pytestmark = pytest.mark.slow
-SAMPLE = json.loads((SAMPLE_DIR / "sample_videos.json").read_text())
 KEYS = {"9001", "9002", "9003"}
 
 

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from bad_input_cases import CASES
+from conftest import SAMPLE, stored_points, write_data
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from test_bad_input import CASES, SAMPLE, ingested, ingested_once, stored_points, write_data  # noqa: F401
 
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import execute_request
