@@ -8,13 +8,13 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
 
 import dagster as dg
 import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 from qdrant_client import QdrantClient
+from servers import embedding_server, skip_or_fail
 
 from benchmarks.pstuts_vqa import PSTUTS_DIR
 from pstuts_pipeline import cli, evaluation
@@ -37,13 +37,6 @@ def pytest_report_header() -> str:
         "found" if (PSTUTS_DIR / "train.json").exists() else "missing: the tests that need it skip (fail under CI=true)"
     )
     return f"PsTuts-VQA data (PSTUTS_VQA_DIR): {PSTUTS_DIR} ({found})"
-
-
-def skip_or_fail(reason: str) -> NoReturn:
-    """Skip a test whose data or server is missing; under CI=true, fail instead, since CI provides them all."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
 
 
 def bag_of_words(texts: list[str], size: int = 256) -> np.ndarray:
@@ -238,3 +231,11 @@ def no_current_dagster_instance_from_earlier_tests():
 
     with set_defs_state_storage(None):
         yield
+
+
+@pytest.fixture(scope="session")
+def keyed_server(tmp_path_factory) -> Iterator[tuple[str, str]]:
+    """(base URL, the key it accepts): infinity-emb on a free port requiring a key, for every module that asks."""
+    key = f"pstuts-secret-{os.urandom(8).hex()}"
+    with embedding_server(tmp_path_factory.mktemp("keyed_embedding_server"), api_key=key) as url:
+        yield url, key

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import dagster as dg
 import pytest
 from conftest import SAMPLE
+from servers import skip_or_fail
 
 from benchmarks.dagster_dev_path import DagsterDev
 from benchmarks.ingest_speed import Workspace
@@ -115,7 +116,7 @@ def test_a_range_materialized_from_the_ui_is_one_run(dev):
 
 def test_the_ui_renders_the_lineage_and_the_partitions_in_a_real_browser(dev):
     if shutil.which("chromium") is None:
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)")
+        skip_or_fail("Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)")
 
     def rendered(path: str) -> str:
         page = subprocess.run(

@@ -1,9 +1,11 @@
 """The `openai` embeddings provider against a real OpenAI-compatible server (infinity-emb serving all-MiniLM-L6-v2):
 ingest and search, a refused key, rate limits and 5xx retried by the client and by Dagster."""
 
+from collections.abc import Iterator
+
 import dagster as dg
 import pytest
-from servers import EMBEDDING_URL, REPO, SERVED_MODEL, FlakyProxy, keyed_embedding_server, run_script
+from servers import REPO, SERVED_MODEL, FlakyProxy, embedding_server
 
 from pstuts_pipeline import retrieval
 from pstuts_pipeline.definitions import build_definitions
@@ -16,19 +18,15 @@ COLLECTION = "pstuts_transcripts"
 
 
 @pytest.fixture(scope="module")
-def embedding_server() -> str:
-    run_script("embedding_server.sh", "start")
-    return EMBEDDING_URL
-
-
-@pytest.fixture(scope="session")  # one keyed server for every module that asks
-def keyed_server(request) -> tuple[str, str]:
-    return keyed_embedding_server(request)
+def open_server(tmp_path_factory) -> Iterator[str]:
+    """infinity-emb without a key, behind the flaky proxy."""
+    with embedding_server(tmp_path_factory.mktemp("embedding_server")) as url:
+        yield url
 
 
 @pytest.fixture
-def proxy(embedding_server):
-    flaky = FlakyProxy(embedding_server)
+def proxy(open_server):
+    flaky = FlakyProxy(open_server)
     yield flaky
     flaky.close()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from conftest import events_text, files_containing
-from servers import REPO, SERVED_MODEL, keyed_embedding_server
+from servers import REPO, SERVED_MODEL
 
 from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.instance import DEFAULT_INSTANCE_YAML
@@ -18,11 +18,6 @@ from pstuts_pipeline.partitions import video_partitions
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 BIN = Path(sys.executable).parent
-
-
-@pytest.fixture(scope="session")  # one keyed server for every module that asks
-def keyed_server(request) -> tuple[str, str]:
-    return keyed_embedding_server(request)
 
 
 def materialize(storage: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
