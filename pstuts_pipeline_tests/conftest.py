@@ -218,19 +218,17 @@ def searchable(tmp_path_factory, pstuts_files) -> Iterator[dict]:
             instance.dispose()
 
 
-@pytest.fixture(autouse=True)
-def no_current_dagster_instance_from_earlier_tests():
-    """Each test starts with no 'current' Dagster instance state left by another test.
+@pytest.fixture
+def instance(storage: Path) -> Iterator[dg.DagsterInstance]:
+    """The test's Dagster instance, in its storage folder: entered for the test and closed when it ends.
 
-    Entering an instance (`with instance:`) makes its defs-state storage the current one in a context variable;
-    an instance entered in one test and torn down elsewhere (pytest finalizers run in another context) stays
-    current, and once it is garbage-collected every later `Definitions.resolve_job_def` fails with "Attempted
-    to resolve undefined DagsterInstance weakref". Dagster offers no public way to reset it.
+    Entering an instance makes it Dagster's current one (its defs-state storage, in a context variable, is what
+    `resolve_job_def` reads). Entered and closed here, in one fixture, nothing of it outlives the test; an instance
+    entered and left to the garbage collector, if collected on another thread (a run's), would stay current on this
+    one after it is gone: "Attempted to resolve undefined DagsterInstance weakref" in a later test.
     """
-    from dagster._core.storage.defs_state.base import set_defs_state_storage
-
-    with set_defs_state_storage(None):
-        yield
+    with dg.DagsterInstance.get() as instance:
+        yield instance
 
 
 @pytest.fixture(scope="session")

@@ -52,11 +52,11 @@ def search(defs: dg.Definitions, question: str) -> list[retrieval.SearchResult]:
         )
 
 
-def test_ingest_and_search_through_a_keyed_openai_compatible_server(storage, monkeypatch, keyed_server):
+def test_ingest_and_search_through_a_keyed_openai_compatible_server(storage, instance, monkeypatch, keyed_server):
     base_url, key = keyed_server
     use_openai(monkeypatch, base_url, key)
     defs = build_definitions(resources_from_env())
-    report = ingest(defs, dg.DagsterInstance.get())
+    report = ingest(defs, instance)
     assert report.ok, report.failed_runs
     assert report.plan.to_ingest == ["9001", "9002", "9003"]
     assert report.points_in_collection == report.chunks > 0
@@ -113,11 +113,10 @@ def failed_attempts(instance: dg.DagsterInstance, run_id: str, step: str) -> int
     return sum(1 for e in events if e.step_key == step)
 
 
-def test_dagster_retries_a_step_when_the_client_gives_up(storage, proxy, monkeypatch):
+def test_dagster_retries_a_step_when_the_client_gives_up(storage, instance, proxy, monkeypatch):
     """More failures than the client retries (1 + 6 attempts) fail the step; its RetryPolicy runs it again."""
     use_openai(monkeypatch, proxy.url, "any")
     defs = build_definitions(resources_from_env())
-    instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions("videos", ["9001"])
     job = defs.resolve_job_def("ingest_videos")
 

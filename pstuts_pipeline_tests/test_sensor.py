@@ -21,8 +21,8 @@ pytestmark = pytest.mark.slow
 
 
 def tick(instance: dg.DagsterInstance) -> dg.SensorResult:
-    context = dg.build_sensor_context(instance=instance, resources=resources_from_env())
-    return transcript_folder_sensor(context)
+    with dg.build_sensor_context(instance=instance, resources=resources_from_env()) as context:
+        return transcript_folder_sensor(context)
 
 
 def apply_partition_requests(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
