@@ -1,4 +1,5 @@
-"""Shared fixtures: the real PsTuts-VQA splits beside the checkout, isolated storage, real and fake embedders."""
+"""Shared fixtures and helpers: the PsTuts-VQA splits (PSTUTS_VQA_DIR), isolated storage and Dagster instance, the
+sample and dev videos ingested once per module, the keyed embedding server, fake embedders, stored points."""
 
 import hashlib
 import json
