@@ -33,8 +33,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from benchmarks.pstuts_vqa import PSTUTS_DIR
+
 REPO = Path(__file__).resolve().parents[1]
-PSTUTS_DIR = Path(os.environ.get("PSTUTS_SHARED_DIR", REPO.parent / "shared" / "pstuts"))
 REFERENCE = REPO / "benchmarks" / "reference_ingest.py"
 # Our own settings must not leak into the children from the calling shell.
 CLEARED_ENV = ("DAGSTER_HOME", "QDRANT_URL", "QDRANT_API_KEY", "OPENAI_BASE_URL")

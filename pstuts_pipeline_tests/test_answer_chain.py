@@ -5,12 +5,12 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pytest
-from servers import CHAT_MODEL, local_chat_server
-from test_retrieval import searchable  # noqa: F401 - the module fixture: three dev videos ingested
+from servers import CHAT_MODEL, chat_server
 
 from pstuts_pipeline import answer_metrics, answering
 from pstuts_pipeline.assets.answers import answer_evaluation
@@ -23,8 +23,10 @@ QUESTIONS = 4
 
 
 @pytest.fixture(scope="module")
-def chat_url() -> str:
-    return local_chat_server()
+def chat_url(tmp_path_factory) -> Iterator[str]:
+    """The local chat model on a free port, for this module's tests."""
+    with chat_server(tmp_path_factory.mktemp("chat_server")) as url:
+        yield url
 
 
 def local_settings(url: str) -> ChatSettings:

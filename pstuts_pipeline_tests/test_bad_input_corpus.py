@@ -10,8 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from test_bad_input import ingested, ingested_once, stored_points  # noqa: F401 - fixtures
-from test_cli_faults import run_main
+from conftest import run_main, stored_points
 
 from pstuts_pipeline import cli
 from pstuts_pipeline.definitions import build_definitions

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from conftest import stored_points
 from langchain_core.documents import Document
-from test_bad_input import stored_points
 
 from pstuts_pipeline import validation
 from pstuts_pipeline.assets.chunks import phrases_of, timed_chunk_of

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy.exc
+from conftest import run_main
 from qdrant_client import QdrantClient, models
 from servers import free_port
 
@@ -17,15 +18,6 @@ from pstuts_pipeline.resources import QdrantResource, QdrantStorageError, Qdrant
 from pstuts_pipeline.retrieval import SearchResult
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """`pstuts ARGS` in this process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["pstuts", *args])
-    with pytest.raises(SystemExit) as exited:
-        cli.main()
-    out, err = capsys.readouterr()
-    return exited.value.code, out, err
 
 
 @pytest.mark.parametrize("question", ["", "   ", "\t?!"])

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import dagster as dg
 import pytest
-from conftest import SAMPLE_DIR
+from conftest import SAMPLE
+from servers import skip_or_fail
 
 from benchmarks.dagster_dev_path import DagsterDev
 from benchmarks.ingest_speed import Workspace
@@ -17,7 +18,6 @@ from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.resources import QdrantResource
 
 pytestmark = pytest.mark.slow
-SAMPLE = json.loads((SAMPLE_DIR / "sample_videos.json").read_text())
 KEYS = {"9001", "9002", "9003"}
 
 
@@ -116,7 +116,7 @@ def test_a_range_materialized_from_the_ui_is_one_run(dev):
 
 def test_the_ui_renders_the_lineage_and_the_partitions_in_a_real_browser(dev):
     if shutil.which("chromium") is None:
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)")
+        skip_or_fail("Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)")
 
     def rendered(path: str) -> str:
         page = subprocess.run(

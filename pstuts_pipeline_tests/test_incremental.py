@@ -70,9 +70,9 @@ def texts_of(video: dict, chunk_texts: list[str]) -> set[str]:
 
 
 @pytest.mark.slow
-def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, storage):
+def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, storage, instance):
     resources = resources_from_env()
-    defs, instance = build_definitions(resources), dg.DagsterInstance.get()
+    defs = build_definitions(resources)
     first = ingest(defs, instance)
     assert first.ok and len(first.run_ids) == 1 and len(first.plan.to_ingest) == FEW_VIDEOS
     before, runs_before = points_by_id(resources), instance.get_runs_count()
@@ -90,10 +90,10 @@ def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, stora
 
 
 @pytest.mark.slow
-def test_the_ledger_gives_way_to_any_other_write(data_folder, storage, monkeypatch):
+def test_the_ledger_gives_way_to_any_other_write(data_folder, storage, instance, monkeypatch):
     monkeypatch.setenv("PSTUTS_MAX_VIDEOS_PER_RUN", "2")
     resources = resources_from_env()
-    defs, instance = build_definitions(resources), dg.DagsterInstance.get()
+    defs = build_definitions(resources)
     first = ingest(defs, instance)
     assert first.ok and len(first.run_ids) == 2 and unchanged_report(resources) is not None
     before = points_by_id(resources)
@@ -119,9 +119,9 @@ def test_the_ledger_gives_way_to_any_other_write(data_folder, storage, monkeypat
 
 
 @pytest.mark.slow
-def test_an_edited_video_reembeds_only_its_new_texts(data_folder, storage):
+def test_an_edited_video_reembeds_only_its_new_texts(data_folder, storage, instance):
     resources = resources_from_env()
-    defs, instance = build_definitions(resources), dg.DagsterInstance.get()
+    defs = build_definitions(resources)
     assert ingest(defs, instance).ok
     before = points_by_id(resources)
     file = data_folder / "videos.json"
@@ -153,9 +153,9 @@ def test_an_edited_video_reembeds_only_its_new_texts(data_folder, storage):
 
 
 @pytest.mark.slow
-def test_new_chunk_settings_reingest_every_video_from_cached_windows(data_folder, storage, monkeypatch):
+def test_new_chunk_settings_reingest_every_video_from_cached_windows(data_folder, storage, instance, monkeypatch):
     resources = resources_from_env()
-    defs, instance = build_definitions(resources), dg.DagsterInstance.get()
+    defs = build_definitions(resources)
     assert ingest(defs, instance).ok
     before = points_by_id(resources)
 
@@ -172,9 +172,9 @@ def test_new_chunk_settings_reingest_every_video_from_cached_windows(data_folder
 
 
 @pytest.mark.slow
-def test_another_model_is_another_fingerprint_and_another_cache(data_folder, storage, monkeypatch, tmp_path):
+def test_another_model_is_another_fingerprint_and_another_cache(data_folder, storage, instance, monkeypatch, tmp_path):
     resources = resources_from_env()
-    first = ingest(build_definitions(resources), dg.DagsterInstance.get())
+    first = ingest(build_definitions(resources), instance)
     assert first.ok
 
     # The same weights under another folder name are another model id: nothing stored or cached is reused.
@@ -193,10 +193,10 @@ def test_another_model_is_another_fingerprint_and_another_cache(data_folder, sto
 
     monkeypatch.setenv("PSTUTS_COLLECTION", "renamed_model")  # a collection holds one model's vectors
     renamed = resources_from_env()
-    report = ingest(build_definitions(renamed), dg.DagsterInstance.get())
+    report = ingest(build_definitions(renamed), instance)
     assert report.ok and sorted(report.plan.to_ingest) == sorted(first.plan.to_ingest)
     windows = sum(len(chunker_windows_of(v)) for v in json.loads((data_folder / "videos.json").read_text()))
-    assert run_metadata(dg.DagsterInstance.get(), report.run_ids[0], "kamradt_chunks")["windows_embedded"] == windows
+    assert run_metadata(instance, report.run_ids[0], "kamradt_chunks")["windows_embedded"] == windows
 
 
 @pytest.mark.slow

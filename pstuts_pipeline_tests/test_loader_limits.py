@@ -5,12 +5,10 @@ import json
 import time
 from pathlib import Path
 
-from conftest import SAMPLE_DIR
+from conftest import SAMPLE
 
 from pstuts_pipeline.reconcile import reconcile
 from pstuts_pipeline.transcripts import load_catalog
-
-SAMPLE = json.loads((SAMPLE_DIR / "sample_videos.json").read_text())
 
 
 def folder_with(tmp_path: Path, files: dict[str, bytes]) -> Path:

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_supply_chain import flip_byte
+from conftest import flip_byte
 
 from pstuts_pipeline import embedding, model_versions
 from pstuts_pipeline.embedding import EmbeddingSpec, ModelIntegrityError, bundled_model_path, verify_model_folder

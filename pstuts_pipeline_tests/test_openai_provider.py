@@ -1,9 +1,11 @@
 """The `openai` embeddings provider against a real OpenAI-compatible server (infinity-emb serving all-MiniLM-L6-v2):
 ingest and search, a refused key, rate limits and 5xx retried by the client and by Dagster."""
 
+from collections.abc import Iterator
+
 import dagster as dg
 import pytest
-from servers import EMBEDDING_URL, REPO, SERVED_MODEL, FlakyProxy, keyed_embedding_server, run_script
+from servers import REPO, SERVED_MODEL, FlakyProxy, embedding_server
 
 from pstuts_pipeline import retrieval
 from pstuts_pipeline.definitions import build_definitions
@@ -15,19 +17,15 @@ COLLECTION = "pstuts_transcripts"
 
 
 @pytest.fixture(scope="module")
-def embedding_server() -> str:
-    run_script("embedding_server.sh", "start")
-    return EMBEDDING_URL
-
-
-@pytest.fixture(scope="session")  # one keyed server for every module that asks
-def keyed_server(request) -> tuple[str, str]:
-    return keyed_embedding_server(request)
+def open_server(tmp_path_factory) -> Iterator[str]:
+    """infinity-emb without a key, behind the flaky proxy."""
+    with embedding_server(tmp_path_factory.mktemp("embedding_server")) as url:
+        yield url
 
 
 @pytest.fixture
-def proxy(embedding_server):
-    flaky = FlakyProxy(embedding_server)
+def proxy(open_server):
+    flaky = FlakyProxy(open_server)
     yield flaky
     flaky.close()
 
@@ -53,11 +51,11 @@ def search(defs: dg.Definitions, question: str) -> list[retrieval.SearchResult]:
         )
 
 
-def test_ingest_and_search_through_a_keyed_openai_compatible_server(storage, monkeypatch, keyed_server):
+def test_ingest_and_search_through_a_keyed_openai_compatible_server(storage, instance, monkeypatch, keyed_server):
     base_url, key = keyed_server
     use_openai(monkeypatch, base_url, key)
     defs = build_definitions(resources_from_env())
-    report = ingest(defs, dg.DagsterInstance.get())
+    report = ingest(defs, instance)
     assert report.ok, report.failed_runs
     assert report.plan.to_ingest == ["9001", "9002", "9003"]
     assert report.points_in_collection == report.chunks > 0
@@ -114,11 +112,10 @@ def failed_attempts(instance: dg.DagsterInstance, run_id: str, step: str) -> int
     return sum(1 for e in events if e.step_key == step)
 
 
-def test_dagster_retries_a_step_when_the_client_gives_up(storage, proxy, monkeypatch):
+def test_dagster_retries_a_step_when_the_client_gives_up(storage, instance, proxy, monkeypatch):
     """More failures than the client retries (1 + 6 attempts) fail the step; its RetryPolicy runs it again."""
     use_openai(monkeypatch, proxy.url, "any")
     defs = build_definitions(resources_from_env())
-    instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions("videos", ["9001"])
     job = defs.resolve_job_def("ingest_videos")
 

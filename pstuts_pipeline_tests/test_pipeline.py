@@ -115,11 +115,10 @@ def _payloads(path: Path, collection: str) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_materializing_real_videos_fills_qdrant_idempotently(few_real_videos, storage, monkeypatch):
+def test_materializing_real_videos_fills_qdrant_idempotently(few_real_videos, storage, instance, monkeypatch):
     folder, chosen = few_real_videos
     monkeypatch.setenv("PSTUTS_DATA_DIR", str(folder))
     defs = build_definitions(resources_from_env())
-    instance = dg.DagsterInstance.get()
 
     first = ingest(defs, instance)
     assert first.ok and sorted(first.plan.to_ingest) == sorted(str(v["video_id"]) for v in chosen)
@@ -161,11 +160,11 @@ def test_materializing_real_videos_fills_qdrant_idempotently(few_real_videos, st
 
 
 @pytest.mark.slow
-def test_langchain_qdrant_vectorstore_reads_the_collection(few_real_videos, storage, monkeypatch):
+def test_langchain_qdrant_vectorstore_reads_the_collection(few_real_videos, storage, instance, monkeypatch):
     folder, chosen = few_real_videos
     monkeypatch.setenv("PSTUTS_DATA_DIR", str(folder))
     defs = build_definitions(resources_from_env())
-    assert ingest(defs, dg.DagsterInstance.get()).ok
+    assert ingest(defs, instance).ok
     qdrant: QdrantResource = defs.resources["qdrant"]
     embeddings: EmbeddingsResource = defs.resources["embeddings"]
     question = chosen[0]["qa"][0]["q"]

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 import pytest
-from servers import PG, REPO, run_script
+from servers import REPO, postgres_server
 
 from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.definitions import build_definitions
@@ -18,8 +18,8 @@ psycopg2 = pytest.importorskip("psycopg2", reason="dagster-postgres is an extra:
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 
 
-def query(database: str, sql: str, *args: object) -> list[tuple]:
-    connection = psycopg2.connect(dbname=database, **PG)
+def query(pg: dict[str, str], database: str, sql: str, *args: object) -> list[tuple]:
+    connection = psycopg2.connect(dbname=database, **pg)
     try:
         with connection.cursor() as cursor:
             cursor.execute(sql, args)
@@ -28,8 +28,8 @@ def query(database: str, sql: str, *args: object) -> list[tuple]:
         connection.close()
 
 
-def admin(sql: str) -> None:
-    connection = psycopg2.connect(dbname="dagster_test", **PG)
+def admin(pg: dict[str, str], sql: str) -> None:
+    connection = psycopg2.connect(dbname="postgres", **pg)
     connection.autocommit = True  # CREATE/DROP DATABASE cannot run in a transaction
     try:
         with connection.cursor() as cursor:
@@ -39,29 +39,31 @@ def admin(sql: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def postgres() -> None:
-    run_script("postgres.sh", "start")
+def postgres() -> Iterator[dict[str, str]]:
+    """This module's own PostgreSQL cluster (a temporary folder, a free port), removed when the module ends."""
+    with postgres_server() as pg:
+        yield pg
 
 
 @pytest.fixture
 def fresh_database(postgres) -> Iterator[str]:
     name = f"pstuts_{uuid.uuid4().hex[:12]}"
-    admin(f'CREATE DATABASE "{name}"')
+    admin(postgres, f'CREATE DATABASE "{name}"')
     yield name
-    admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin(postgres, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_a_video_materialized_with_the_production_instance_is_recorded_in_postgres(
-    storage, fresh_database, monkeypatch
+    storage, postgres, fresh_database, monkeypatch
 ):
     home = storage / "dagster_home"
     shutil.copy(REPO / "deploy" / "dagster.yaml", home / "dagster.yaml")
     for name, value in {
-        "DAGSTER_PG_HOST": PG["host"],
-        "DAGSTER_PG_PORT": PG["port"],
+        "DAGSTER_PG_HOST": postgres["host"],
+        "DAGSTER_PG_PORT": postgres["port"],
         "DAGSTER_PG_DB": fresh_database,
-        "DAGSTER_PG_USERNAME": PG["user"],
-        "DAGSTER_PG_PASSWORD": PG["password"],
+        "DAGSTER_PG_USERNAME": postgres["user"],
+        "DAGSTER_PG_PASSWORD": postgres["password"],
         "PSTUTS_DATA_DIR": str(REPO / "data"),
     }.items():
         monkeypatch.setenv(name, value)
@@ -74,18 +76,20 @@ def test_a_video_materialized_with_the_production_instance_is_recorded_in_postgr
     assert report.ok and report.plan.to_ingest == ["9001"] and len(report.run_ids) == 1
     run_id = report.run_ids[0]
 
-    runs = query(fresh_database, "SELECT run_id, pipeline_name, status FROM runs")
+    runs = query(postgres, fresh_database, "SELECT run_id, pipeline_name, status FROM runs")
     assert runs == [(run_id, "ingest_videos", "SUCCESS")]
-    tags = dict(query(fresh_database, "SELECT key, value FROM run_tags WHERE run_id = %s", run_id))
+    tags = dict(query(postgres, fresh_database, "SELECT key, value FROM run_tags WHERE run_id = %s", run_id))
     assert tags["pstuts/trigger"] == "cli" and tags["dagster/asset_partition_range_start"] == "9001"
 
     materialized = query(
+        postgres,
         fresh_database,
         "SELECT asset_key, partition FROM event_logs WHERE run_id = %s AND dagster_event_type = 'ASSET_MATERIALIZATION'",
         run_id,
     )
     assert sorted(materialized) == sorted((f'["{name}"]', "9001") for name in INGESTION_ASSET_NAMES)
     checks = query(
+        postgres,
         fresh_database,
         "SELECT check_name, execution_status FROM asset_check_executions WHERE run_id = %s"
         " AND execution_status != 'PLANNED'",
@@ -100,7 +104,9 @@ def test_a_video_materialized_with_the_production_instance_is_recorded_in_postgr
             "points_match_chunks",
         )
     ]
-    partitions = query(fresh_database, "SELECT partition FROM dynamic_partitions WHERE partitions_def_name = 'videos'")
+    partitions = query(
+        postgres, fresh_database, "SELECT partition FROM dynamic_partitions WHERE partitions_def_name = 'videos'"
+    )
     assert sorted(p for (p,) in partitions) == ["9001", "9002", "9003", "9004"]  # 9004: the WebVTT sample
 
     # A second process (another instance object) reads the same history, as the webserver and daemon do.

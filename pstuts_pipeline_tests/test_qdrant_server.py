@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import metadata
 
-import dagster as dg
 import numpy as np
 import pytest
 from qdrant_client import QdrantClient, models
@@ -182,12 +181,12 @@ def test_server_mode_needs_no_local_path(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_pipeline_in_server_mode_keeps_nothing_of_qdrant_locally(server, storage, monkeypatch):
+def test_the_pipeline_in_server_mode_keeps_nothing_of_qdrant_locally(server, storage, instance, monkeypatch):
     name = f"pstuts_test_{uuid.uuid4().hex[:10]}"
     monkeypatch.setenv("PSTUTS_COLLECTION", name)
     monkeypatch.setenv("PSTUTS_DATA_DIR", str(REPO / "data"))
     try:
-        report = ingest(build_definitions(resources_from_env()), dg.DagsterInstance.get())
+        report = ingest(build_definitions(resources_from_env()), instance)
         assert report.ok and report.points_in_collection == report.chunks > 0
     finally:
         with connect() as client:

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import bag_of_words, sha256_of
 
 from pstuts_pipeline import evaluation, model_versions, reranker_training, reranking, retrieval, tuning
 from pstuts_pipeline.embedding import bundled_model_path
 from pstuts_pipeline.langchain_retriever import PstutsRetriever
 from pstuts_pipeline.resources import RerankerResource, resources_from_env
-from pstuts_pipeline_tests.test_retrieval import searchable  # noqa: F401 - the three dev videos, ingested
-from pstuts_pipeline_tests.test_tuning import _bag_of_words, _sha256
 
 BIN = Path(sys.executable).parent
 STEPS = 12
@@ -45,7 +44,7 @@ def test_bm25_scores_follow_shared_rare_terms():
 def test_training_rows_take_several_hard_negatives_from_other_videos(slice_files):
     split = tuning.load_split([slice_files[0]], 0)
     settings = reranker_training.RerankerSettings(negatives=3, negatives_top_k=5)
-    columns = reranker_training.training_rows(split, tuning.dense_scores(_bag_of_words), settings)
+    columns = reranker_training.training_rows(split, tuning.dense_scores(bag_of_words), settings)
     assert list(columns) == ["anchor", "positive", "negative_1", "negative_2", "negative_3"]
     texts_of: dict[int, set[str]] = {}
     for key, text in split.passages.items():
@@ -91,10 +90,10 @@ def trained(slice_files, tmp_path_factory) -> Path:
 def test_reranker_folder_records_its_card(trained, slice_files):
     card = model_versions.read_card(trained)
     assert card["kind"] == "cross-encoder reranker" and card["steps"] == STEPS
-    assert card["base_model"]["sha256"] == _sha256(bundled_model_path() / "model.safetensors")
-    assert card["model_sha256"] == _sha256(trained / "model.safetensors") != card["base_model"]["sha256"]
-    assert [d["sha256"] for d in card["training_data"]] == [_sha256(slice_files[0])]
-    assert [d["sha256"] for d in card["dev_data"]] == [_sha256(slice_files[1])]
+    assert card["base_model"]["sha256"] == sha256_of(bundled_model_path() / "model.safetensors")
+    assert card["model_sha256"] == sha256_of(trained / "model.safetensors") != card["base_model"]["sha256"]
+    assert [d["sha256"] for d in card["training_data"]] == [sha256_of(slice_files[0])]
+    assert [d["sha256"] for d in card["dev_data"]] == [sha256_of(slice_files[1])]
     assert set(card["metrics"]["dev_trained"]) == {"map", "mrr@10", "ndcg@10"}
     assert [e["step"] for e in card["eval_history"]] == [6, 12]
     assert 0 < card["seconds"]["training"] <= card["seconds"]["total"]
@@ -107,7 +106,7 @@ def test_training_moves_the_answer_above_other_videos_phrases(trained, slice_fil
     untrained one (base weights, fresh head) does."""
     split = tuning.load_split([slice_files[0]], 0)
     settings = reranker_training.RerankerSettings(negatives=3)
-    columns = reranker_training.training_rows(split, tuning.dense_scores(_bag_of_words), settings)
+    columns = reranker_training.training_rows(split, tuning.dense_scores(bag_of_words), settings)
 
     def margin(model: reranking.Reranker) -> float:
         pairs = [(q, p) for q, p in zip(columns["anchor"], columns["positive"], strict=True)]

@@ -13,12 +13,7 @@ from qdrant_client import models
 
 from pstuts_pipeline import evaluation, lexical, retrieval
 from pstuts_pipeline.assets.evaluation import retrieval_evaluation
-from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.ingest import ingest
 from pstuts_pipeline.langchain_retriever import PstutsRetriever
-from pstuts_pipeline.resources import resources_from_env
-
-VIDEOS = 3
 
 
 def scored(pid: str, score: float) -> models.ScoredPoint:
@@ -62,35 +57,6 @@ def test_fusion_standardises_each_ranking_and_weighs_it():
     assert [pid for pid, _ in retrieval.fuse([(dense, 1.0), (sparse, 0.8)])][0] == "a"
     assert [pid for pid, _ in retrieval.fuse([(dense, 0.1), (sparse, 1.0)])][0] == "c"
     assert retrieval.fuse([([scored("x", 1.0)], 1.0), ([], 0.8)]) == [("x", 0.0)]
-
-
-@pytest.fixture(scope="module")
-def searchable(tmp_path_factory, pstuts_files):
-    """The three shortest dev videos ingested through the pipeline (real model, local Qdrant), and their questions."""
-    videos = sorted(json.loads(pstuts_files[1].read_text()), key=lambda v: len(v["transcripts"]))[:VIDEOS]
-    root = tmp_path_factory.mktemp("retrieval")
-    data = root / "data"
-    data.mkdir()
-    (data / "dev_subset.json").write_text(json.dumps(videos))
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("PSTUTS_DATA_DIR", str(data))
-        env.setenv("PSTUTS_STORAGE_DIR", str(root / "storage"))
-        env.setenv("DAGSTER_HOME", str(root / "storage" / "dagster_home"))
-        (root / "storage" / "dagster_home").mkdir(parents=True)
-        resources = resources_from_env()
-        # Not entered with `with`: an instance entered in a module fixture stays Dagster's current one for later
-        # modules' tests (pytest tears it down in another context), and they fail once it is garbage-collected.
-        instance = dg.DagsterInstance.get()
-        report = ingest(build_definitions(resources), instance)
-        assert report.ok and report.points_in_collection > 0
-        yield {
-            "resources": resources,
-            "instance": instance,
-            "questions": evaluation.load_questions([data / "dev_subset.json"]),
-            "qa_file": data / "dev_subset.json",
-            "env": {"PSTUTS_DATA_DIR": str(data), "PSTUTS_STORAGE_DIR": str(root / "storage")},
-        }
-        instance.dispose()
 
 
 def ask(searchable, questions: list[str], top_k: int = 5) -> list[list[retrieval.SearchResult]]:

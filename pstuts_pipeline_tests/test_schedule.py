@@ -33,8 +33,13 @@ def write_videos(folder: Path, videos: list[dict]) -> None:
 
 
 def evaluate(defs: dg.Definitions, name: str, instance: dg.DagsterInstance) -> list[dg.RunRequest] | dg.SkipReason:
-    context = dg.build_schedule_context(instance=instance, resources=defs.resources, scheduled_execution_time=TICK)
-    return defs.resolve_schedule_def(name)(context)
+    # Entered and closed here: the context opens its own instance from `instance`'s ref, and left to the garbage
+    # collector (on whatever thread collects it) that instance stayed Dagster's current one after it was gone,
+    # failing a later test's run with "Attempted to resolve undefined DagsterInstance weakref".
+    with dg.build_schedule_context(
+        instance=instance, resources=defs.resources, scheduled_execution_time=TICK
+    ) as context:
+        return defs.resolve_schedule_def(name)(context)
 
 
 def ranges(result: list[dg.RunRequest] | dg.SkipReason) -> list[tuple[str, str, str]]:
@@ -46,7 +51,7 @@ def ranges(result: list[dg.RunRequest] | dg.SkipReason) -> list[tuple[str, str, 
 
 
 @pytest.mark.slow
-def test_schedules_request_changed_and_removed_videos_and_all_on_request(storage, tmp_path, monkeypatch):
+def test_schedules_request_changed_and_removed_videos_and_all_on_request(storage, instance, tmp_path, monkeypatch):
     videos = json.loads((SAMPLE_DIR / "sample_videos.json").read_text())
     folder = tmp_path / "data"
     write_videos(folder, videos)
@@ -58,7 +63,6 @@ def test_schedules_request_changed_and_removed_videos_and_all_on_request(storage
         "reranker": RerankerResource(),
     }
     defs = build_definitions(resources)
-    instance = dg.DagsterInstance.get()
     first = ingest(defs, instance)
     assert first.ok, first.failed_runs
 

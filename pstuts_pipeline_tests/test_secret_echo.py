@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from test_secrets import events_text, files_containing
+from conftest import events_text, files_containing
 
 from pstuts_pipeline.redaction import redact
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from servers import REPO, SERVED_MODEL, keyed_embedding_server
+from conftest import events_text, files_containing
+from servers import REPO, SERVED_MODEL
 
 from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.instance import DEFAULT_INSTANCE_YAML
@@ -17,11 +18,6 @@ from pstuts_pipeline.partitions import video_partitions
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 BIN = Path(sys.executable).parent
-
-
-@pytest.fixture(scope="session")  # one keyed server for every module that asks
-def keyed_server(request) -> tuple[str, str]:
-    return keyed_embedding_server(request)
 
 
 def materialize(storage: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -50,21 +46,6 @@ def materialize(storage: Path, env: dict[str, str]) -> subprocess.CompletedProce
         text=True,
         timeout=600,
     )
-
-
-def files_containing(root: Path, needle: str) -> list[str]:
-    """Every file under root whose bytes contain needle (SQLite stores event JSON as plain text)."""
-    return [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
-
-
-def events_text(home: Path) -> str:
-    """Every event, run config and tag of the instance, serialized, as the UI would read them."""
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        runs = instance.get_runs()
-        parts = [json.dumps(run.run_config) + json.dumps(dict(run.tags)) for run in runs]
-        parts += [dg.serialize_value(event) for run in runs for event in instance.all_logs(run.run_id)]
-    assert runs and parts
-    return "\n".join(parts)
 
 
 def openai_env(base_url: str, key: str) -> dict[str, str]:

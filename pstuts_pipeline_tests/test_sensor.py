@@ -5,8 +5,9 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from bad_input_cases import CASES
+from conftest import SAMPLE, stored_points, write_data
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from test_bad_input import CASES, SAMPLE, ingested, ingested_once, stored_points, write_data  # noqa: F401
 
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import execute_request
@@ -20,8 +21,8 @@ pytestmark = pytest.mark.slow
 
 
 def tick(instance: dg.DagsterInstance) -> dg.SensorResult:
-    context = dg.build_sensor_context(instance=instance, resources=resources_from_env())
-    return transcript_folder_sensor(context)
+    with dg.build_sensor_context(instance=instance, resources=resources_from_env()) as context:
+        return transcript_folder_sensor(context)
 
 
 def apply_partition_requests(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:

@@ -6,17 +6,12 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from conftest import flip_byte
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.embedding import EmbeddingSpec, ModelIntegrityError, bundled_model_path, verify_bundled_model
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def flip_byte(path: Path, offset: int) -> None:
-    data = bytearray(path.read_bytes())
-    data[offset] ^= 0x01
-    path.write_bytes(bytes(data))
 
 
 @pytest.fixture

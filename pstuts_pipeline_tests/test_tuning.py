@@ -1,6 +1,5 @@
 """The tuned embedder: pairs and batches, a short real training run through Dagster, and the pipeline using it."""
 
-import hashlib
 import json
 import os
 import subprocess
@@ -10,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 import pytest
+from conftest import bag_of_words, sha256_of
 
 from pstuts_pipeline import embedding, evaluation, retrieval, tuning, vectorstore
 from pstuts_pipeline.assets.evaluation import retrieval_evaluation
@@ -21,10 +21,6 @@ from pstuts_pipeline.sources.pstuts_json import raw_phrases
 BIN = Path(sys.executable).parent
 TRAIN_QUESTIONS = 40
 DEV_QUESTIONS = 20
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -84,20 +80,11 @@ def test_length_grouped_batches_cover_every_row_once_without_repeated_texts(pstu
     assert tuning.length_grouped_batches(rows, 64, seed=4) != batches
 
 
-def _bag_of_words(texts: list[str]) -> np.ndarray:
-    """A stand-in encoder: hashed word counts, normalized, so questions lean towards phrases sharing their words."""
-    vectors = np.zeros((len(texts), 256))
-    for row, text in enumerate(texts):
-        for word in text.lower().split():
-            vectors[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % 256] += 1
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
-
-
 def test_hard_negatives_come_from_another_video_and_are_never_the_positive(pstuts_files, tmp_path):
     videos = json.loads(pstuts_files[0].read_text())[:4]
     (tmp_path / "train.json").write_text(json.dumps(videos))
     split = tuning.load_split([tmp_path / "train.json"], 0)
-    columns = tuning.training_triplets(split, _bag_of_words, top_k=5, seed=1)
+    columns = tuning.training_triplets(split, bag_of_words, top_k=5, seed=1)
     assert (
         list(columns) == ["anchor", "positive", "negative"]
         and columns["anchor"] == tuning.training_pairs(split)["anchor"]
@@ -114,7 +101,7 @@ def test_hard_negatives_come_from_another_video_and_are_never_the_positive(pstut
         split.examples[:3], {k: v for k, v in split.passages.items() if k.startswith(f"{split.examples[0].video_id}:")}
     )
     with pytest.raises(tuning.TuningDataError, match="no passage of another video"):
-        tuning.training_triplets(one_video, _bag_of_words, top_k=5, seed=1)
+        tuning.training_triplets(one_video, bag_of_words, top_k=5, seed=1)
 
 
 def tune_command(args: list[str], root: Path) -> subprocess.CompletedProcess:
@@ -153,9 +140,9 @@ def test_tuned_model_folder_records_its_card(tuned, slice_files):
     folder, event = tuned
     card = tuning.read_card(folder)
     assert card["base_model"]["sha256"] == embedding.OFFICIAL_MINILM_SHA256["model.safetensors"]
-    assert card["model_sha256"] == _sha256(folder / "model.safetensors") != card["base_model"]["sha256"]
-    assert [d["sha256"] for d in card["training_data"]] == [_sha256(slice_files[0])]
-    assert [d["sha256"] for d in card["dev_data"]] == [_sha256(slice_files[1])]
+    assert card["model_sha256"] == sha256_of(folder / "model.safetensors") != card["base_model"]["sha256"]
+    assert [d["sha256"] for d in card["training_data"]] == [sha256_of(slice_files[0])]
+    assert [d["sha256"] for d in card["dev_data"]] == [sha256_of(slice_files[1])]
     qa = json.loads(slice_files[0].read_text())[0]["qa"]
     distinct = {
         (retrieval.dense_query_text(p["q"]).strip(), p["sent_id"]) for p in qa

@@ -1,17 +1,14 @@
 """The UI as a user drives it: dagster-webserver on loopback, its GraphQL API lists the six assets and the video
 partitions, adds a partition, launches its materialization and sees it succeed with metadata and passing checks."""
 
-import os
-import signal
 import subprocess
 import sys
 import time
-import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servers import REPO, free_port, http_json, wait_until
+from servers import REPO, free_port, http_json, serve, wait_until
 
 from pstuts_pipeline.assets import INGESTION_ASSET_NAMES
 
@@ -47,13 +44,6 @@ class Webserver:
         assert not answer.get("errors"), answer["errors"]
         return answer["data"]
 
-    def answers(self) -> bool:
-        try:
-            http_json(f"{self.url}/server_info", timeout=5)
-            return True
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return False
-
     def location_loaded(self) -> bool:
         entries = self.gql(
             "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus"
@@ -71,41 +61,22 @@ def webserver(storage: Path, tmp_path: Path) -> Iterator[Webserver]:
     (home / "dagster.yaml").write_text(INSTANCE_YAML)
     (tmp_path / "workspace.yaml").write_text(WORKSPACE_YAML)
     port = free_port()
-    log = tmp_path / "webserver.log"
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(home),
-        "PSTUTS_STORAGE_DIR": str(storage),
-        "PSTUTS_DATA_DIR": str(REPO / "data"),
-    }
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [
-                str(BIN / "dagster-webserver"),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "-w",
-                str(tmp_path / "workspace.yaml"),
-            ],
-            env=env,
-            cwd=tmp_path,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    server = Webserver(process, f"http://127.0.0.1:{port}", log)
-    try:
-        wait_until(server.answers, 180, f"dagster-webserver on port {port} (log {log})", lambda: process.poll() is None)
+    env = {"DAGSTER_HOME": str(home), "PSTUTS_STORAGE_DIR": str(storage), "PSTUTS_DATA_DIR": str(REPO / "data")}
+    command = [
+        str(BIN / "dagster-webserver"),
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-w",
+        str(tmp_path / "workspace.yaml"),
+    ]
+    url = f"http://127.0.0.1:{port}"
+    # serve() stops the webserver's whole process group: its code server and any run worker too.
+    with serve(command, tmp_path, f"{url}/server_info", f"dagster-webserver on port {port}", env) as process:
+        server = Webserver(process, url, tmp_path / "server.log")
         wait_until(server.location_loaded, 180, "the pstuts_pipeline code location")
         yield server
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)  # the webserver, its code server and any run worker
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
 
 
 ASSETS_QUERY = """{ assetNodes { assetKey { path } groupName isPartitioned partitionDefinition { name type }

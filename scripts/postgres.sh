@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Real PostgreSQL server for Dagster instance tests (Debian's postgresql package).
+# A persistent PostgreSQL server for trying deploy/dagster.yaml by hand (Debian's postgresql package).
+# The tests do not use it: test_postgres.py starts its own throwaway cluster (initdb/pg_ctl in a temporary
+# folder on a free port) and removes it at the end; .ci/run only installs the package.
 #
 #   scripts/postgres.sh start    # install (once) + create cluster/user/db (once) + start + wait
 #   scripts/postgres.sh stop
