@@ -1,5 +1,6 @@
 """The `pstuts` command: ingest the data folder through Dagster, search the collection, score the search."""
 
+import functools
 import json
 import os
 import re
@@ -45,10 +46,12 @@ def _training_files(train: list[Path], dev: list[Path], out: Path | None) -> dic
     }
 
 
-def _definitions():
-    from pstuts_pipeline.definitions import defs
+@functools.cache
+def _definitions() -> "dg.Definitions":
+    """The code location, built once per command."""
+    from pstuts_pipeline.definitions import build_definitions
 
-    return defs
+    return build_definitions()
 
 
 @app.command()

@@ -56,4 +56,7 @@ def build_definitions(
     )
 
 
-defs = build_definitions()
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The code location as Dagster's tools load it: built when they load it, so importing reads no settings."""
+    return build_definitions()

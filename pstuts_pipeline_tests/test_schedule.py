@@ -10,12 +10,17 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from conftest import SAMPLE_DIR
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import execute_request, ingest
 from pstuts_pipeline.partitions import video_partitions
-from pstuts_pipeline.reconcile import CHANGED_REASON, FORCED_REASON, REMOVED_REASON
+from pstuts_pipeline.reconcile import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    CHANGED_REASON,
+    FORCED_REASON,
+    REMOVED_REASON,
+)
 from pstuts_pipeline.resources import (
     ChunkerResource,
     EmbeddingsResource,
@@ -101,7 +106,7 @@ def test_schedules_request_changed_and_removed_videos_and_all_on_request(storage
 
 def test_cron_and_timezone_come_from_the_environment():
     code = (
-        "from pstuts_pipeline.definitions import defs; s = defs.resolve_schedule_def('nightly_removal'); "
+        "from pstuts_pipeline.definitions import defs; s = defs().resolve_schedule_def('nightly_removal'); "
         "print(s.cron_schedule, s.execution_timezone)"
     )
     env = {**os.environ, "PSTUTS_REINGEST_CRON": "30 1 * * 0", "PSTUTS_REINGEST_TIMEZONE": "Europe/Berlin"}

@@ -7,12 +7,12 @@ import dagster as dg
 import pytest
 from bad_input_cases import CASES
 from conftest import SAMPLE, stored_points, write_data
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.ingest import execute_request
 from pstuts_pipeline.jobs import INGEST_JOB_NAME, REMOVE_JOB_NAME
 from pstuts_pipeline.partitions import video_partitions
+from pstuts_pipeline.reconcile import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pstuts_pipeline.resources import resources_from_env
 from pstuts_pipeline.sensors import transcript_folder_sensor
 

@@ -2,7 +2,10 @@
 code reads, and secrets reach resources as dg.EnvVar (the UI shows their source, never their value)."""
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -68,3 +71,12 @@ def test_an_empty_cache_dir_turns_the_disk_cache_off(monkeypatch, tmp_path):
     assert resources_from_env()["embeddings"].cache_path() == tmp_path / "embedding_cache"
     monkeypatch.setenv("PSTUTS_EMBEDDING_CACHE_DIR", "")
     assert resources_from_env()["embeddings"].cache_path() is None
+
+
+def test_importing_the_code_location_reads_no_setting():
+    """Dagster's tools call `defs` when they load the location; importing it must not fail on a bad setting."""
+    env = {**os.environ, "PSTUTS_EMBEDDING_PROVIDER": "no-such-provider"}
+    code = "import pstuts_pipeline.definitions as d; print('imported'); d.defs()"
+    loaded = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert loaded.stdout.strip() == "imported"
+    assert loaded.returncode != 0 and "PSTUTS_EMBEDDING_PROVIDER" in loaded.stderr

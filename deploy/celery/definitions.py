@@ -8,8 +8,13 @@ pstuts_pipeline.definitions when runs should fan out over a pool of worker machi
 Not installable here (no broker); kept beside the tested deploy/dagster.yaml, which every machine shares.
 """
 
+import dagster as dg
 from dagster_celery import celery_executor
 
 from pstuts_pipeline.definitions import build_definitions
 
-defs = build_definitions(executor=celery_executor.configured({"broker": {"env": "PSTUTS_CELERY_BROKER"}}))
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The project's code location with each run's steps sent to Celery workers."""
+    return build_definitions(executor=celery_executor.configured({"broker": {"env": "PSTUTS_CELERY_BROKER"}}))
