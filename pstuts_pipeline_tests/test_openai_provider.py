@@ -57,7 +57,7 @@ def test_ingest_and_search_through_a_keyed_openai_compatible_server(storage, ins
     defs = build_definitions(resources_from_env())
     report = ingest(defs, instance)
     assert report.ok, report.failed_runs
-    assert report.plan.to_ingest == ["9001", "9002", "9003"]
+    assert report.plan.to_ingest == ["9001", "9002", "9003", "9004"]  # 9004: the WebVTT sample
     assert report.points_in_collection == report.chunks > 0
     assert defs.resources["embeddings"].model_id == f"openai:{SERVED_MODEL}@{base_url}"
 
