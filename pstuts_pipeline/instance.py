@@ -1,5 +1,6 @@
 """The Dagster instance the project runs in: its settings, and runs whose process died without finishing."""
 
+import fcntl
 import os
 import socket
 from pathlib import Path
@@ -48,7 +49,10 @@ def instance_for_cli() -> dg.DagsterInstance:
     """The instance in DAGSTER_HOME, or the project's own one, created with the project's settings on first use."""
     home = prepare_home()
     os.environ.setdefault("DAGSTER_HOME", str(home))
-    return dg.DagsterInstance.get()
+    # Two commands opening a new home at once would both create its SQLite schema, and one would fail on it.
+    with open(home / ".pstuts-instance.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return dg.DagsterInstance.get()
 
 
 def process_start_time(pid: int) -> str | None:
