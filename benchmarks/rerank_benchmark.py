@@ -22,8 +22,10 @@ import warnings
 from pathlib import Path
 
 from benchmarks.tune_embedder import PSTUTS_DIR, ingest_collection
+from pstuts_pipeline.reranker_training import RerankerSettings
 
 DEPTH = 10
+RERANKER_DEFAULTS = RerankerSettings()
 NAMES = ["hit@1", "hit@5", "hit@10", "link@1", "link@5", "link@10", "video@1", "video@5", "mrr@10"]
 
 
@@ -41,7 +43,12 @@ def train_models(args: argparse.Namespace, storage: Path, train: list[Path], dev
         if args.reranker:
             folders["reranker"] = args.reranker.resolve()
         else:
-            config = RerankerConfig(**files, max_steps=args.reranker_steps, out_dir=str(storage / "rerankers"))
+            config = RerankerConfig(
+                **files,
+                max_steps=args.reranker_steps,
+                max_questions=args.reranker_questions,
+                out_dir=str(storage / "rerankers"),
+            )
             folders["reranker"] = Path(materialize_reranker(instance, config).metadata["model_folder"].value)
         if args.embedder:
             folders["embedder"] = args.embedder.resolve()
@@ -138,6 +145,12 @@ def main() -> None:
     parser.add_argument("--embedder", type=Path, help="Use this tuned embedder version instead of training one.")
     parser.add_argument("--storage", type=Path, help="Work folder; reuse it to skip re-ingesting (default: temporary).")
     parser.add_argument("--reranker-steps", type=int, default=0, help="Cap on the reranker's steps (0: its epochs).")
+    parser.add_argument(
+        "--reranker-questions",
+        type=int,
+        default=RERANKER_DEFAULTS.max_questions,
+        help="Training questions the reranker uses (0: all).",
+    )
     parser.add_argument("--embedder-epochs", type=float, default=2.0)
     parser.add_argument("--threads", type=int, default=1, help="Torch threads for training and search.")
     parser.add_argument("--depth", type=int, default=0, help="Candidates the reranker rescores (0: the default).")
