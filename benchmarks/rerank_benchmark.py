@@ -144,7 +144,12 @@ def main() -> None:
     parser.add_argument("--reranker", type=Path, help="Use this reranker version instead of training one.")
     parser.add_argument("--embedder", type=Path, help="Use this tuned embedder version instead of training one.")
     parser.add_argument("--storage", type=Path, help="Work folder; reuse it to skip re-ingesting (default: temporary).")
-    parser.add_argument("--reranker-steps", type=int, default=0, help="Cap on the reranker's steps (0: its epochs).")
+    parser.add_argument(
+        "--reranker-steps",
+        type=int,
+        default=RERANKER_DEFAULTS.max_steps,
+        help="Cap on the reranker's steps (0: its epochs).",
+    )
     parser.add_argument(
         "--reranker-questions",
         type=int,

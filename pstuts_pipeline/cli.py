@@ -180,7 +180,9 @@ def tune_reranker(
     out: OutDir = None,
     epochs: Annotated[float, typer.Option(min=0.01, help="Passes over the training questions.")] = 1.0,
     batch_size: Annotated[int, typer.Option(min=2, help="Questions per step.")] = 32,
-    max_steps: MaxSteps = 0,
+    max_steps: Annotated[
+        int | None, typer.Option(min=0, help="Cap on steps (0 = no cap; default: the asset's, 220).")
+    ] = None,
     learning_rate: Annotated[float, typer.Option(min=0, help="Peak learning rate.")] = 5e-5,
     eval_steps: EvalSteps = 0,
     threads: Threads = 1,
@@ -193,10 +195,10 @@ def tune_reranker(
         **_training_files(train, dev, out),
         epochs=epochs,
         batch_size=batch_size,
-        max_steps=max_steps,
         learning_rate=learning_rate,
         eval_steps=eval_steps,
         threads=threads,
+        **({} if max_steps is None else {"max_steps": max_steps}),
     )
     _print_trained(
         materialize_reranker(instance_for_cli(), config),

@@ -14,6 +14,7 @@ class RerankerConfig(TrainingConfig):
 
     epochs: float = Field(default=DEFAULTS.epochs, description="Passes over the training questions.")
     batch_size: int = Field(default=DEFAULTS.batch_size, description="Questions per step, each with its negatives.")
+    max_steps: int = Field(default=DEFAULTS.max_steps, description="Cap on optimizer steps (0 = no cap).")
     max_questions: int = Field(default=DEFAULTS.max_questions, description="Training questions used (0 = all).")
     negatives: int = Field(default=DEFAULTS.negatives, description="First-stage hard negatives per question.")
     dev_questions: int = Field(default=DEFAULTS.dev_questions, description="Dev questions checked while training.")
