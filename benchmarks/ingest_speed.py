@@ -85,7 +85,7 @@ def run_child(name: str, command: list[str], env: dict[str, str], log_dir: Path)
 
 def pstuts_command() -> list[str]:
     script = Path(sys.executable).parent / "pstuts"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "pstuts_pipeline.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "pstuts_pipeline.cli.app"]
 
 
 def table_value(output: str, row: str) -> int:

@@ -6,7 +6,7 @@ Run from the checkout:  nice -n 10 .venv/bin/python -m benchmarks.rerank_benchma
    validated on dev.json, unless given existing versions.
 2. Ingests every train and dev video through the pipeline twice (base model, tuned model; own storage each).
 3. Asks the 2,524 dev questions with `retrieval.search_many`, with and without the reranker, and scores the
-   top 10 with `pstuts_pipeline.evaluation`, on all questions and on those asked of one video only (the
+   top 10 with `pstuts_pipeline.search.evaluation`, on all questions and on those asked of one video only (the
    ambiguity is counted over train and dev questions, the collection's videos).
 4. Times search in process: one question at a time (p50, p95 over a sample) and batched (ms per question).
 """
@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 
 from benchmarks.tune_embedder import PSTUTS_DIR, ingest_collection
-from pstuts_pipeline.reranker_training import RerankerSettings
+from pstuts_pipeline.training.reranker import RerankerSettings
 
 DEPTH = 10
 RERANKER_DEFAULTS = RerankerSettings()
@@ -33,8 +33,8 @@ def train_models(args: argparse.Namespace, storage: Path, train: list[Path], dev
     """The reranker and the tuned embedder: given, or materialized through their assets."""
     import dagster as dg
 
-    from pstuts_pipeline.assets.reranker import RerankerConfig, materialize_reranker
-    from pstuts_pipeline.assets.tuning import TunedEmbedderConfig, materialize_tuned_embedder
+    from pstuts_pipeline.defs.assets.reranker import RerankerConfig, materialize_reranker
+    from pstuts_pipeline.defs.assets.tuning import TunedEmbedderConfig, materialize_tuned_embedder
 
     files = {"train_files": [str(f) for f in train], "dev_files": [str(f) for f in dev], "threads": args.threads}
     folders = {}
@@ -60,7 +60,7 @@ def train_models(args: argparse.Namespace, storage: Path, train: list[Path], dev
 
 def measure(defs, questions: list, asked: list, reranker, latency_sample: int) -> dict[str, float]:  # noqa: ANN001
     """Metrics of the dev questions batched, and the latency of single questions on a sample."""
-    from pstuts_pipeline import evaluation, retrieval
+    from pstuts_pipeline.search import evaluation, retrieval
 
     embeddings, qdrant = defs.resources["embeddings"], defs.resources["qdrant"]
     model = embeddings.query_embeddings()
@@ -87,7 +87,7 @@ def measure(defs, questions: list, asked: list, reranker, latency_sample: int) -
 
 def sweep(defs, questions: list, asked: list, folder: Path, sample: int, latency_sample: int) -> None:  # noqa: ANN001
     """Depth, phrases per candidate and weight on a sample of the dev questions: quality against single latency."""
-    from pstuts_pipeline import reranking
+    from pstuts_pipeline.search import reranking
 
     chosen = random.Random(11).sample(questions, sample)
     print(
@@ -172,7 +172,8 @@ def main() -> None:
 
     import torch
 
-    from pstuts_pipeline import evaluation, model_versions, reranking
+    from pstuts_pipeline.embedding import versions
+    from pstuts_pipeline.search import evaluation, reranking
 
     torch.set_num_threads(args.threads)
     storage = (args.storage or Path(tempfile.mkdtemp(prefix="rerank_benchmark_"))).resolve()
@@ -184,7 +185,7 @@ def main() -> None:
             (data_dir / f.name).symlink_to(f)
 
     folders = train_models(args, storage, train, dev)
-    seconds = {name: model_versions.read_card(folder)["seconds"]["training"] for name, folder in folders.items()}
+    seconds = {name: versions.read_card(folder)["seconds"]["training"] for name, folder in folders.items()}
     print(f"models {folders}, training seconds {seconds}", flush=True)
     defaults = reranking.RerankSettings()
     settings = reranking.RerankSettings(

@@ -3,7 +3,7 @@
 Run from the checkout:  .venv/bin/python -m benchmarks.retrieval_benchmark [--storage DIR] [--json out.json]
 
 Both index every train and dev video and are asked the dev questions; the metrics are those of
-`pstuts_pipeline.evaluation` (hit@k: a result from the answer's video holds the answer's midpoint; link@k: a
+`pstuts_pipeline.search.evaluation` (hit@k: a result from the answer's video holds the answer's midpoint; link@k: a
 result's link is within 15 s of the answer's begin; mrr@10 on hit).
 - reference: SemanticChunker defaults per transcript, one dense vector per chunk in a local Qdrant collection,
   the link is the chunk start (benchmarks/reference_ingest.py).
@@ -30,7 +30,7 @@ def reference_results(files: list[Path], questions: list, qdrant_path: Path) -> 
     from qdrant_client import QdrantClient, models
 
     from benchmarks.reference_ingest import load_videos, make_embeddings, reference_chunks
-    from pstuts_pipeline.retrieval import SearchResult
+    from pstuts_pipeline.search.retrieval import SearchResult
 
     started = time.perf_counter()
     embeddings = make_embeddings()
@@ -91,10 +91,10 @@ def our_results(data_dir: Path, storage: Path, questions: list) -> tuple[list[li
     os.environ.update(PSTUTS_STORAGE_DIR=str(storage), PSTUTS_DATA_DIR=str(data_dir))
     import dagster as dg
 
-    from pstuts_pipeline import retrieval
+    from pstuts_pipeline.cli.ingest import ingest
     from pstuts_pipeline.definitions import build_definitions
-    from pstuts_pipeline.ingest import ingest
-    from pstuts_pipeline.resources import resources_from_env
+    from pstuts_pipeline.defs.resources import resources_from_env
+    from pstuts_pipeline.search import retrieval
 
     defs = build_definitions(resources_from_env())
     (storage / "dagster_home").mkdir(parents=True, exist_ok=True)
@@ -146,7 +146,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from pstuts_pipeline import evaluation
+    from pstuts_pipeline.search import evaluation
 
     storage = (args.storage or Path(tempfile.mkdtemp(prefix="retrieval_benchmark_"))).resolve()
     files = [PSTUTS_DIR / "train.json", PSTUTS_DIR / "dev.json"]

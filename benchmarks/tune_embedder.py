@@ -5,7 +5,7 @@ Run from the checkout:  .venv/bin/python -m benchmarks.tune_embedder [--model DI
 1. Materializes the `tuned_embedder` asset through Dagster (skipped with --model DIR, an existing version).
 2. For the base model and the tuned one, ingests every train and dev video through the pipeline into its own
    collection (own storage folder, own Dagster instance), then asks `retrieval.search_many` the dev questions and
-   scores the top 10 with the hit@k / link@k / mrr@10 of `pstuts_pipeline.evaluation`.
+   scores the top 10 with the hit@k / link@k / mrr@10 of `pstuts_pipeline.search.evaluation`.
 """
 
 import argparse
@@ -26,7 +26,7 @@ def tune(train: list[Path], dev: list[Path], storage: Path, args: argparse.Names
     """Materialize the asset as `pstuts tune` does; return the model folder and the run's metadata."""
     import dagster as dg
 
-    from pstuts_pipeline.assets.tuning import TunedEmbedderConfig, materialize_tuned_embedder
+    from pstuts_pipeline.defs.assets.tuning import TunedEmbedderConfig, materialize_tuned_embedder
 
     config = TunedEmbedderConfig(
         train_files=[str(f) for f in train],
@@ -51,9 +51,9 @@ def ingest_collection(model: str, data_dir: Path, storage: Path) -> tuple:
     """
     import dagster as dg
 
+    from pstuts_pipeline.cli.ingest import ingest
     from pstuts_pipeline.definitions import build_definitions
-    from pstuts_pipeline.ingest import ingest
-    from pstuts_pipeline.resources import resources_from_env
+    from pstuts_pipeline.defs.resources import resources_from_env
 
     os.environ.update(PSTUTS_STORAGE_DIR=str(storage), PSTUTS_DATA_DIR=str(data_dir), PSTUTS_EMBEDDING_MODEL=model)
     (storage / "dagster_home").mkdir(parents=True, exist_ok=True)
@@ -68,7 +68,7 @@ def ingest_collection(model: str, data_dir: Path, storage: Path) -> tuple:
 
 def pipeline_metrics(model: str, data_dir: Path, dev: list[Path], storage: Path) -> dict[str, float]:
     """Ingest the data folder with `model` ('' = base) through Dagster, then score search on the dev questions."""
-    from pstuts_pipeline import evaluation, retrieval
+    from pstuts_pipeline.search import evaluation, retrieval
 
     defs, report, ingest_seconds = ingest_collection(model, data_dir, storage)
     embeddings, qdrant = defs.resources["embeddings"], defs.resources["qdrant"]
@@ -121,7 +121,7 @@ def main() -> None:
         folder = args.model.resolve()
     else:
         folder, results["tuning"] = tune(train, dev, storage, args)
-    from pstuts_pipeline import tuning
+    from pstuts_pipeline.training import tuning
 
     card = tuning.read_card(folder)
     results["card"] = {k: card[k] for k in ("name", "pairs", "steps", "settings", "metrics", "eval_history", "seconds")}

@@ -5,13 +5,13 @@ from collections.abc import Sequence
 import dagster as dg
 
 from pstuts_pipeline import settings
-from pstuts_pipeline.assets import evaluation_assets, ingestion_assets, tuning_assets
-from pstuts_pipeline.checks import pipeline_checks
-from pstuts_pipeline.io_managers import PartitionedJsonIOManager
-from pstuts_pipeline.jobs import ingest_videos_job, remove_videos_job
-from pstuts_pipeline.resources import resources_from_env
-from pstuts_pipeline.schedules import build_schedules
-from pstuts_pipeline.sensors import transcript_folder_sensor
+from pstuts_pipeline.defs.assets import evaluation_assets, ingestion_assets, tuning_assets
+from pstuts_pipeline.defs.checks import pipeline_checks
+from pstuts_pipeline.defs.io_managers import PartitionedJsonIOManager
+from pstuts_pipeline.defs.jobs import ingest_videos_job, remove_videos_job
+from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline.defs.schedules import build_schedules
+from pstuts_pipeline.defs.sensors import transcript_folder_sensor
 
 
 def with_embedder_version(assets: Sequence[dg.AssetsDefinition], model_id: str) -> list[dg.AssetsDefinition]:

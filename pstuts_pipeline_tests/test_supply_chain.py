@@ -6,7 +6,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from conftest import flip_byte
+from helpers import flip_byte
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.embedding import EmbeddingSpec, ModelIntegrityError, bundled_model_path, verify_bundled_model

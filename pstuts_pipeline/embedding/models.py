@@ -7,6 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from pstuts_pipeline.embedding.checksums import sha256_file
 from pstuts_pipeline.settings import tuned_models_dir
 
 # The official sentence-transformers/all-MiniLM-L6-v2 release, revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41.
@@ -31,31 +32,16 @@ def bundled_model_path() -> Path:
 
 def resolve_model(value: str) -> str:
     """PSTUTS_EMBEDDING_MODEL as a folder: `latest` means the newest tuned version, anything else is kept."""
-    from pstuts_pipeline import model_versions
+    from pstuts_pipeline.embedding import versions
 
-    return model_versions.resolve(value, tuned_models_dir(), "run `pstuts tune` first (PSTUTS_EMBEDDING_MODEL=latest)")
-
-
-def _sha256(path: Path) -> str:
-    # Keyed by size and modification time too: a file changed after its first check is hashed again.
-    stat = path.stat()
-    return _sha256_of(path.resolve(), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.cache
-def _sha256_of(path: Path, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return versions.resolve(value, tuned_models_dir(), "run `pstuts tune` first (PSTUTS_EMBEDDING_MODEL=latest)")
 
 
 @functools.cache
 def fingerprint_folder(folder: Path) -> str:
     """The sha256 of a folder's weights (of its path when it has none): what a local model id is made of."""
     weights = folder / "model.safetensors"
-    return _sha256(weights) if weights.exists() else hashlib.sha256(str(folder).encode()).hexdigest()
+    return sha256_file(weights) if weights.exists() else hashlib.sha256(str(folder).encode()).hexdigest()
 
 
 def verify_bundled_model(folder: Path) -> None:
@@ -75,7 +61,7 @@ def known_checksums(folder: Path) -> tuple[dict[str, str], str]:
     of it by content: a config.json identical to the official one says "this is the official release", so
     its weights must be the official ones too (a fine-tune saves its own config.json).
     """
-    from pstuts_pipeline.model_versions import CARD_FILE
+    from pstuts_pipeline.embedding.versions import CARD_FILE
 
     card = folder / CARD_FILE
     if card.exists():
@@ -90,7 +76,7 @@ def known_checksums(folder: Path) -> tuple[dict[str, str], str]:
         return {"model.safetensors": recorded}, f"the sha256 recorded in {card}"
     config = folder / "config.json"
     same_folder = folder.resolve() == bundled_model_path().resolve()
-    if same_folder or (config.exists() and _sha256(config) == OFFICIAL_MINILM_SHA256["config.json"]):
+    if same_folder or (config.exists() and sha256_file(config) == OFFICIAL_MINILM_SHA256["config.json"]):
         return OFFICIAL_MINILM_SHA256, OFFICIAL_MINILM
     return {}, ""
 
@@ -108,7 +94,7 @@ def _verify(folder: Path, expected: dict[str, str], source: str, advice: str) ->
         path = folder / name
         if not path.exists():
             raise ModelIntegrityError(f"{path}: missing; the model folder is incomplete ({source} lists it)")
-        actual = _sha256(path)
+        actual = sha256_file(path)
         if actual != sha:
             raise ModelIntegrityError(
                 f"{path}: sha256 {actual} differs from {source} ({sha}); refusing to use it. {advice}"

@@ -1,0 +1,437 @@
+"""The `pstuts` command: ingest the data folder through Dagster, search the collection, score the search."""
+
+import functools
+import json
+import os
+import re
+import sys
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from pstuts_pipeline.redaction import redact
+
+if TYPE_CHECKING:
+    import dagster as dg
+    from qdrant_client import QdrantClient
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Tutorial transcripts to a searchable Qdrant collection."
+)
+console = Console(stderr=True)
+WORD = re.compile(r"\w")
+# C0 and C1 control characters but newline and tab: ESC starts the terminal's escape sequences.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+TrainFiles = Annotated[list[Path], typer.Option("--train", help="PsTuts-VQA-format file to train on (repeatable).")]
+DevFiles = Annotated[list[Path], typer.Option("--dev", help="File to validate on, never trained on (repeatable).")]
+OutDir = Annotated[Path | None, typer.Option("--out", help="Parent folder of model versions.")]
+MaxSteps = Annotated[int, typer.Option(min=0, help="Cap on steps (0 = no cap).")]
+EvalSteps = Annotated[int, typer.Option(min=0, help="Evaluate on dev every N steps (0 = start and end).")]
+Threads = Annotated[int, typer.Option(min=1, help="Torch threads (1 is fastest on a shared CPU).")]
+
+
+def _training_files(train: list[Path], dev: list[Path], out: Path | None) -> dict[str, object]:
+    """The files and output folder of a training command, as the training assets' config takes them."""
+    return {
+        "train_files": [str(f.resolve()) for f in train],
+        "dev_files": [str(f.resolve()) for f in dev],
+        "out_dir": str(out.resolve()) if out else "",
+    }
+
+
+@functools.cache
+def _definitions() -> "dg.Definitions":
+    """The code location, built once per command."""
+    from pstuts_pipeline.definitions import build_definitions
+
+    return build_definitions()
+
+
+@app.command()
+def ingest(
+    video: Annotated[list[str] | None, typer.Option("--video", help="Only these video ids (repeatable).")] = None,
+    force: Annotated[bool, typer.Option(help="Re-ingest even videos that look unchanged.")] = False,
+) -> None:
+    """Register every video in the data folder as a partition and materialize the new or changed ones."""
+    from pstuts_pipeline.cli.ingest import ingest as run_ingest
+    from pstuts_pipeline.cli.ingest import unchanged_report
+    from pstuts_pipeline.defs.instance import instance_for_cli
+    from pstuts_pipeline.defs.resources import resources_from_env
+
+    # With nothing to do, the ledger says so without importing the pipeline, Qdrant or Dagster's storage.
+    report = None if force else unchanged_report(resources_from_env(), only=video)
+    if report is None:
+        instance = instance_for_cli()
+        defs = _definitions()
+        with console.status("starting") as status:
+            report = run_ingest(defs, instance, only=video, force=force, on_progress=lambda m: status.update(m))
+    plan = report.plan
+    for line in report.reclaimed:
+        console.print(f"[yellow]reclaimed[/yellow] {escape(line)}")
+    table = Table(title="pstuts ingest", show_header=False)
+    table.add_row("videos ingested", str(len(plan.to_ingest)))
+    table.add_row("videos unchanged (skipped)", str(len(plan.unchanged)))
+    table.add_row("videos removed", str(len(plan.removed)))
+    table.add_row("videos failed", str(len(plan.failed)))
+    table.add_row("chunks written", str(report.chunks))
+    table.add_row("points in collection", str(report.points_in_collection))
+    table.add_row("seconds", f"{report.seconds:.1f}")
+    if report.step_seconds:
+        from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
+
+        for step, seconds in report.step_seconds.items():
+            if step in INGESTION_ASSET_NAMES:
+                table.add_row(f"  {step}", f"{seconds:.1f}s")
+    table.add_row("dagster home", report.dagster_home)
+    console.print(table)
+    for key, error in plan.failed.items():
+        # A file's own errors already start with its name.
+        _print_error("failed", error if error.startswith(f"{key}: ") else f"{key}: {error}")
+    for run in report.failed_runs:
+        _print_error("run failed", f"for videos {run} (full logs in `dagster dev`)")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def register() -> None:
+    """Register every video in the data folder as a partition, so `dagster asset materialize --partition ID` works."""
+    from pstuts_pipeline.cli.ingest import register_partitions
+    from pstuts_pipeline.defs.instance import instance_for_cli
+    from pstuts_pipeline.sources import load_catalog
+
+    instance = instance_for_cli()
+    catalog = load_catalog(_definitions().resources["transcript_source"].path())
+    keys = register_partitions(instance, catalog)
+    console.print(f"{len(keys)} video partitions registered in {instance.root_directory}")
+    for error in catalog.errors:
+        _print_error("not registered:", str(error))
+    if catalog.errors:
+        raise typer.Exit(1)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def dev(context: typer.Context) -> None:
+    """`dg dev` on the project's instance (DAGSTER_HOME, with its run queue and Qdrant writer pool)."""
+    from pstuts_pipeline.defs.instance import prepare_home
+    from pstuts_pipeline.settings import project_root
+
+    home = prepare_home()
+    os.environ["DAGSTER_HOME"] = str(home)
+    # dg runs the project in the environment it finds active; this one is where pstuts (and so dg) is installed.
+    os.environ["VIRTUAL_ENV"] = sys.prefix
+    console.print(f"dg dev with DAGSTER_HOME={home}")
+    dg_command = Path(sys.executable).with_name("dg")
+    os.chdir(project_root())  # pyproject.toml's [tool.dg]
+    os.execv(dg_command, [str(dg_command), "dev", *context.args])
+
+
+@app.command()
+def tune(
+    train: TrainFiles,
+    dev: DevFiles,
+    out: OutDir = None,
+    epochs: Annotated[float, typer.Option(min=0.01, help="Passes over the training pairs.")] = 2.0,
+    batch_size: Annotated[int, typer.Option(min=2, help="Pairs per step.")] = 64,
+    max_steps: MaxSteps = 0,
+    eval_steps: EvalSteps = 0,
+    threads: Threads = 1,
+) -> None:
+    """Fine-tune the embedder on the training files' questions (the `tuned_embedder` asset); print the model folder."""
+    from pstuts_pipeline.defs.assets.tuning import TunedEmbedderConfig, materialize_tuned_embedder
+    from pstuts_pipeline.defs.instance import instance_for_cli
+
+    config = TunedEmbedderConfig(
+        **_training_files(train, dev, out),
+        epochs=epochs,
+        batch_size=batch_size,
+        max_steps=max_steps,
+        eval_steps=eval_steps,
+        threads=threads,
+    )
+    _print_trained(
+        materialize_tuned_embedder(instance_for_cli(), config),
+        "pstuts tune",
+        ("pairs", "steps", "training_seconds", "dev_accuracy@5", "dev_mrr@10"),
+        "use it: PSTUTS_EMBEDDING_MODEL=<folder below> (or =latest), then `pstuts ingest` into a new collection",
+    )
+
+
+def _print_trained(event: "dg.AssetMaterialization", title: str, names: tuple[str, ...], hint: str) -> None:
+    """A training run's figures and dev metrics, how to use the model, and its folder as the last line."""
+    table = Table(title=title, show_header=False)
+    for name in names:
+        table.add_row(name, str(event.metadata[name].value))
+    console.print(table)
+    console.print(event.metadata["dev_metrics"].value)
+    console.print(hint)
+    print(event.metadata["model_folder"].value, flush=True)
+
+
+@app.command("tune-reranker")
+def tune_reranker(
+    train: TrainFiles,
+    dev: DevFiles,
+    out: OutDir = None,
+    epochs: Annotated[float, typer.Option(min=0.01, help="Passes over the training questions.")] = 1.0,
+    batch_size: Annotated[int, typer.Option(min=2, help="Questions per step.")] = 32,
+    max_steps: Annotated[
+        int | None, typer.Option(min=0, help="Cap on steps (0 = no cap; default: the asset's, 220).")
+    ] = None,
+    learning_rate: Annotated[float, typer.Option(min=0, help="Peak learning rate.")] = 5e-5,
+    eval_steps: EvalSteps = 0,
+    threads: Threads = 1,
+) -> None:
+    """Train the cross-encoder reranker on the training files' questions (the `reranker` asset); print its folder."""
+    from pstuts_pipeline.defs.assets.reranker import RerankerConfig, materialize_reranker
+    from pstuts_pipeline.defs.instance import instance_for_cli
+
+    config = RerankerConfig(
+        **_training_files(train, dev, out),
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        eval_steps=eval_steps,
+        threads=threads,
+        **({} if max_steps is None else {"max_steps": max_steps}),
+    )
+    _print_trained(
+        materialize_reranker(instance_for_cli(), config),
+        "pstuts tune-reranker",
+        ("pairs", "steps", "training_seconds", "dev_mrr@10"),
+        "use it: PSTUTS_RERANKER=<folder below> (or =latest) with `pstuts search` / `pstuts evaluate`",
+    )
+
+
+def _require_collection(client: "QdrantClient", collection: str) -> None:
+    """Stop with a hint, not a Qdrant traceback, when nothing was ingested yet."""
+    if not client.collection_exists(collection):
+        console.print(f"collection {collection!r} does not exist yet: run `pstuts ingest` first")
+        raise typer.Exit(1)
+
+
+def _print_results(question: str, results: list, as_json: bool) -> None:
+    from pstuts_pipeline.answers.answering import mmss
+
+    if as_json:
+        print(json.dumps({"question": question, "results": [r.as_json() for r in results]}), flush=True)
+        return
+    print(f"\n? {_printable(question)}")
+    for rank, r in enumerate(results, 1):
+        print(f"{rank}. {_printable(r.title)}  [{mmss(r.link_time)}]  score {r.score:.3f}")
+        print(f"   {_printable(r.link)}")
+        print(f"   chunk {mmss(r.start)}-{mmss(r.stop)}: {_printable(_snippet(r.text, r.link_sentence))}")
+
+
+def _printable(text: str) -> str:
+    """Text from the data with control characters shown as escapes: a title must not drive the terminal."""
+    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def _snippet(text: str, sentence: str, width: int = 400) -> str:
+    """The chunk around its linked sentence, which is marked, so the mark is never cut off."""
+    at = text.find(sentence) if sentence else -1
+    if at < 0:
+        return text[:width] + ("..." if len(text) > width else "")
+    begin = max(0, min(at - (width - len(sentence)) // 2, len(text) - width))
+    end = max(begin + width, at + len(sentence))
+    marked = text[begin:at] + f">>> {sentence} <<<" + text[at + len(sentence) : end]
+    return ("..." if begin else "") + marked + ("..." if end < len(text) else "")
+
+
+@app.command()
+def search(
+    question: Annotated[str | None, typer.Argument(help="The question to answer.")] = None,
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Results per question.")] = 5,
+    questions: Annotated[Path | None, typer.Option(help="A file of questions, one per line.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON line per question.")] = False,
+) -> None:
+    """Find the chunks, and the moments inside them, that answer a question."""
+    from pstuts_pipeline.search import retrieval
+
+    if (question is None) == (questions is None):
+        console.print("give either a QUESTION or --questions FILE")
+        raise typer.Exit(2)
+    asked = [question] if question is not None else [q.strip() for q in questions.read_text().splitlines() if q.strip()]
+    wordless = [q for q in asked if not WORD.search(q)]
+    if wordless or not asked:
+        # Without a word to match, search would return the collection's first chunks as if they were answers.
+        console.print(
+            f"a question needs at least one word; got {_printable(repr(wordless[0])) if wordless else 'none'}",
+            soft_wrap=True,
+        )
+        raise typer.Exit(2)
+    resources = _definitions().resources
+    embeddings, qdrant = resources["embeddings"], resources["qdrant"]
+    with qdrant.get_client(read_only=True) as client:
+        _require_collection(client, qdrant.collection)
+        model = embeddings.query_embeddings()
+        ranked = retrieval.search_many(
+            client, qdrant.collection, model, embeddings.model_id, asked, top_k, reranker=resources["reranker"].get()
+        )
+        for q, results in zip(asked, ranked):
+            _print_results(q, results, as_json)
+
+
+HOW_TO_GENERATE = (
+    "extractive answer (no chat model configured): set PSTUTS_CHAT_MODEL, and PSTUTS_CHAT_BASE_URL for a server "
+    "other than OpenAI's (`bash scripts/chat_server.sh start` serves a local one), to have answers written"
+)
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer.")],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="Chunks given to the chat model.")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object.")] = False,
+) -> None:
+    """Answer in words, citing the moments in the videos where it is said (offline: the best sentence)."""
+    from pstuts_pipeline.answers.answering import answer_chain, mmss
+    from pstuts_pipeline.search.langchain_retriever import PstutsRetriever
+
+    resources = _definitions().resources
+    embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
+    with qdrant.get_client() as client:
+        _require_collection(client, qdrant.collection)
+        retriever = PstutsRetriever(
+            client=client,
+            collection=qdrant.collection,
+            embeddings=embeddings.query_embeddings(),
+            model_id=embeddings.model_id,
+            k=top_k,
+        )
+        answer = answer_chain(retriever, settings).invoke(question)
+    if answer.error:
+        console.print(f"[red]chat failed, extractive answer given:[/red] {escape(answer.error)}")
+    elif not settings.enabled:
+        console.print(HOW_TO_GENERATE, soft_wrap=True)
+    for note in answer.notes:
+        console.print(note)
+    if answer.invented_citations:
+        console.print(f"{answer.invented_citations} invented citation(s) removed from the answer")
+    if as_json:
+        print(json.dumps(answer.as_json()), flush=True)
+        return
+    print(f"\n? {question}\n{answer.answer}")
+    for citation in answer.citations:
+        print(f"  [{mmss(citation.time)}] {citation.title}  {citation.link}")
+    print(f"({answer.model or 'extractive'}, {answer.seconds:.1f} s)")
+
+
+def _evaluate_answers(questions: list, sample: int, top_k: int, as_json: bool) -> None:
+    from pstuts_pipeline.answers import metrics as answer_metrics
+
+    resources = _definitions().resources
+    embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
+    asked = answer_metrics.sample_questions(questions, sample)
+    with qdrant.get_client() as client:
+        _require_collection(client, qdrant.collection)
+        extractive, generated, search_seconds = answer_metrics.answer_questions(
+            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, asked, settings, top_k
+        )
+    figures = {"extractive": answer_metrics.summarize(asked, extractive, search_seconds)}
+    if generated is not None:
+        figures[settings.model] = answer_metrics.summarize(asked, generated, search_seconds)
+    if as_json:
+        print(json.dumps(figures), flush=True)
+        return
+    table = Table(title=f"pstuts evaluate --answers: {len(asked)} questions, top {top_k} chunks")
+    table.add_column("metric")
+    for name in figures:
+        table.add_column(name, justify="right")
+    for metric in figures["extractive"]:
+        table.add_row(metric, *(f"{f[metric]:.3f}" for f in figures.values()))
+    Console().print(table)
+
+
+@app.command()
+def evaluate(
+    qa: Annotated[list[Path], typer.Option("--qa", help="PsTuts-VQA-format file of questions (repeatable).")],
+    top_k: Annotated[
+        int | None,
+        typer.Option(
+            "--top-k",
+            "-k",
+            min=1,
+            help="Results per question (default 10; with --answers, chunks per answer, default 3).",
+        ),
+    ] = None,
+    answers: Annotated[bool, typer.Option("--answers", help="Score `pstuts ask` instead of search.")] = False,
+    sample: Annotated[int, typer.Option(help="With --answers: questions in the fixed sample (0 = all).")] = 200,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as one JSON object.")] = False,
+) -> None:
+    """Score search on QA pairs (hit@k, link@k, mrr@10), or with --answers the answers (token F1, citation link@1)."""
+    from pstuts_pipeline.search import evaluation, retrieval
+
+    questions = evaluation.load_questions(qa)
+    if answers:
+        _evaluate_answers(questions, sample, top_k or 3, as_json)
+        return
+    top_k = top_k or 10
+    resources = _definitions().resources
+    embeddings, qdrant = resources["embeddings"], resources["qdrant"]
+    with qdrant.get_client() as client:
+        _require_collection(client, qdrant.collection)
+        ranked = retrieval.search_many(
+            client,
+            qdrant.collection,
+            embeddings.query_embeddings(),
+            embeddings.model_id,
+            [q.text for q in questions],
+            top_k,
+            reranker=resources["reranker"].get(),
+        )
+    asked = evaluation.folder_questions(resources["transcript_source"].path())
+    metrics = evaluation.evaluate(questions, ranked, asked=asked)
+    if as_json:
+        print(json.dumps(metrics), flush=True)
+        return
+    single = int(metrics[f"{evaluation.UNAMBIGUOUS}_questions"])
+    table = Table(title=f"pstuts evaluate: {len(questions)} questions ({single} asked of one video only), top {top_k}")
+    table.add_column("metric")
+    table.add_column("all", justify="right")
+    table.add_column("asked of one video", justify="right")
+    names = [f"{kind}@{k}" for kind in ("hit", "link") for k in evaluation.KS if k <= top_k]
+    for name in [*names, *(f"video@{k}" for k in evaluation.VIDEO_KS), "mrr@10"]:
+        table.add_row(name, f"{metrics[name]:.3f}", f"{metrics[f'{evaluation.UNAMBIGUOUS}_{name}']:.3f}")
+    out = Console()
+    out.print(table)
+    out.print(f"median distance from the first hit's link to the answer {metrics['median_link_distance_s']:.1f} s")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    # Dagster flags preview features (partitioned checks) at import; users of the CLI cannot act on that.
+    warnings.filterwarnings("ignore", module="dagster")
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - a clear one-line error beats a traceback for users
+        _print_error("error:", describe_error(exc))
+        sys.exit(1)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an error that escaped a command, naming the store it concerns when the error does not."""
+    if type(exc).__module__.startswith("sqlalchemy"):
+        # Dagster's instance storage: SQLAlchemy's text carries the SQL, not the folder.
+        from pstuts_pipeline.settings import dagster_home
+
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        return f"Dagster instance in {dagster_home()} (DAGSTER_HOME): {reason}"
+    return str(exc)
+
+
+def _print_error(label: str, text: str) -> None:
+    """An error as one unwrapped line (however wide the terminal, or none), secrets and control characters removed."""
+    console.print(f"[red]{escape(label)}[/red] {escape(_printable(redact(text)))}", soft_wrap=True)
+
+
+if __name__ == "__main__":
+    main()

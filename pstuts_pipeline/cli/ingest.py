@@ -1,0 +1,244 @@
+"""`pstuts ingest`: reconcile the data folder with Qdrant and execute the resulting runs in this process."""
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+
+from pstuts_pipeline.cli.sqlite_sync import batched_sqlite_syncs
+from pstuts_pipeline.defs import ledger as ledgers
+from pstuts_pipeline.defs.instance import PID_TAG, reclaim_dead_runs, this_process_tags
+from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.reconcile import (
+    INGEST_JOB_NAME,
+    Reconciliation,
+    fingerprint_function,
+    keep_in_ledger,
+    observe_store,
+    partition_order,
+    reconcile,
+    run_requests,
+)
+from pstuts_pipeline.settings import dagster_home, max_videos_per_run
+from pstuts_pipeline.sources import Catalog, load_catalog
+
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+INTERRUPTED_EXIT_CODE = 130
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did, for the summary and the exit code."""
+
+    plan: Reconciliation
+    run_ids: list[str] = field(default_factory=list)
+    failed_runs: list[str] = field(default_factory=list)
+    reclaimed: list[str] = field(default_factory=list)
+    chunks: int = 0
+    points_in_collection: int = 0
+    seconds: float = 0.0
+    step_seconds: dict[str, float] = field(default_factory=dict)
+    dagster_home: str = ""
+    # True when the ledger showed nothing to do, so neither Qdrant nor the Dagster instance was opened.
+    from_ledger: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.plan.failed and not self.failed_runs
+
+
+def register_partitions(instance: dg.DagsterInstance, catalog: Catalog) -> list[str]:
+    """Add the catalog's new videos as partitions (in id order, so a first ingest is one range); the key order."""
+    order, new = partition_order(instance.get_dynamic_partitions(video_partitions.name), catalog)
+    if new:
+        try:
+            instance.add_dynamic_partitions(video_partitions.name, new)
+        except Exception:  # another ingest registered them first (a UNIQUE constraint): fine if they are all there
+            if set(new) - set(instance.get_dynamic_partitions(video_partitions.name)):
+                raise
+    return order
+
+
+def unchanged_report(resources: Mapping[str, object], only: list[str] | None = None) -> IngestReport | None:
+    """The report of an ingest with nothing to do, decided from the ledger; None when there is work or no proof.
+
+    Needs neither Qdrant nor the Dagster instance (nor their imports), which is most of a no-op ingest's time.
+    """
+    started = time.perf_counter()
+    source, embeddings, chunker, qdrant = (
+        resources["transcript_source"],
+        resources["embeddings"],
+        resources["chunker"],
+        resources["qdrant"],
+    )
+    if qdrant.url:
+        return None
+    home = dagster_home()
+    ledger = ledgers.read_ledger(qdrant.local_path, qdrant.collection, home)
+    partitions = ledger.current_partitions(home) if ledger else None
+    if partitions is None:
+        return None
+    catalog = load_catalog(source.path())
+    result = reconcile(catalog, ledger.stored(), fingerprint_function(embeddings, chunker), only=only)
+    if result.has_work or not set(catalog.videos) <= set(partitions):
+        return None
+    return IngestReport(
+        result,
+        points_in_collection=ledger.points,
+        seconds=round(time.perf_counter() - started, 2),
+        dagster_home=str(home),
+        from_ledger=True,
+    )
+
+
+def step_errors(result: dg.ExecuteInProcessResult) -> list[str]:
+    """Each failed step with the innermost error's first line, so the summary says why without opening the UI."""
+    errors = []
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.error is not None:
+            error = event.step_failure_data.error
+            while error.cause is not None:
+                error = error.cause
+            message = error.message.strip().splitlines()[0] if error.message.strip() else error.cls_name
+            errors.append(f"{event.step_key}: {message}")
+    return errors
+
+
+def cancel_this_process_runs(instance: dg.DagsterInstance, signal_name: str) -> None:
+    """Mark the runs this process is executing as canceled and free their pool slots (we are about to exit)."""
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(
+            tags={PID_TAG: str(os.getpid())}, statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+        )
+    )
+    for run in runs:
+        instance.report_run_canceled(run, f"`pstuts ingest` received {signal_name} and stopped")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+
+
+def interruptible(
+    instance: dg.DagsterInstance, work: Callable[[], dg.ExecuteInProcessResult]
+) -> dg.ExecuteInProcessResult:
+    """Run `work` in a worker thread so Ctrl-C or SIGTERM stops the ingest now, not when the run ends.
+
+    Dagster holds SIGINT until a run finishes when it executes on the main thread. Here the main thread
+    cancels the run in the instance and exits 130; every write on the way is atomic (a file rename, a SQLite
+    transaction, a video's new points upserted before its stale ones go), so the next ingest finds each
+    video either as it was or as it is now, and re-ingests what does not match.
+    """
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["result"] = work()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
+            outcome["error"] = exc
+
+    def stop(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        cancel_this_process_runs(instance, name)
+        os.write(2, f"\ninterrupted ({name}): run canceled, nothing half-written; `pstuts ingest` resumes\n".encode())
+        os._exit(INTERRUPTED_EXIT_CODE)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    worker = threading.Thread(target=target, name="pstuts-run", daemon=True)
+    try:
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.2)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["result"]  # type: ignore[return-value]
+
+
+def execute_request(
+    defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest
+) -> dg.ExecuteInProcessResult:
+    """Execute a reconcile run request in this process, exactly as the daemon would launch it."""
+    job = defs.resolve_job_def(request.job_name)
+    with batched_sqlite_syncs():
+        return interruptible(
+            instance,
+            lambda: job.execute_in_process(
+                instance=instance,
+                tags={**request.tags, **this_process_tags()},
+                run_config={**request.run_config, **QUIET_LOGS},
+                raise_on_error=False,
+            ),
+        )
+
+
+def add_run_figures(report: IngestReport, instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult) -> None:
+    """Step seconds and chunk counts of a finished run, for the summary."""
+    for stats in instance.get_run_step_stats(result.run_id):
+        if stats.end_time and stats.start_time:
+            report.step_seconds[stats.step_key] = round(
+                report.step_seconds.get(stats.step_key, 0) + stats.end_time - stats.start_time, 2
+            )
+    if result.job_def.name == INGEST_JOB_NAME:
+        # Every partition of a single-run step carries the run's totals: read them once.
+        events = result.asset_materializations_for_node("timestamped_chunks")
+        report.chunks += int(events[0].metadata["chunks"].value) if events else 0
+
+
+def observe_partitions(instance: dg.DagsterInstance) -> tuple[list[str], dict[str, ledgers.Stamp] | None]:
+    """The registered partitions, with the stamps of the instance files they came from if nobody wrote meanwhile."""
+    watched = None if instance.is_ephemeral else ledgers.dagster_partition_files(Path(instance.root_directory))
+    before = ledgers.stamps(watched) if watched else None
+    partitions = list(instance.get_dynamic_partitions(video_partitions.name))
+    after = ledgers.stamps(watched) if watched else None
+    return partitions, after if after == before else None
+
+
+def ingest(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    only: list[str] | None = None,
+    force: bool = False,
+    on_progress: Callable[[str], None] = lambda message: None,
+) -> IngestReport:
+    """Reconcile the data folder with Qdrant, then execute the removal run and the ingest runs it asks for."""
+    started = time.perf_counter()
+    source, embeddings, chunker, qdrant = (
+        defs.resources["transcript_source"],
+        defs.resources["embeddings"],
+        defs.resources["chunker"],
+        defs.resources["qdrant"],
+    )
+    home = None if instance.is_ephemeral else Path(instance.root_directory)
+    reclaimed = reclaim_dead_runs(instance)
+    on_progress(f"checking the data folder against {qdrant.collection}")
+    view = observe_store(qdrant, home)
+    catalog = load_catalog(source.path())
+    result = reconcile(catalog, view.stored, fingerprint_function(embeddings, chunker), only, force)
+    order = register_partitions(instance, catalog)
+    report = IngestReport(result, reclaimed=reclaimed, dagster_home=str(instance.root_directory))
+    if result.to_ingest:
+        embeddings.preload()  # overlaps the run's start and first steps
+    for request in run_requests(result, order, max_videos_per_run(), trigger="cli"):
+        videos = request.tags.get("pstuts/videos")
+        on_progress(f"materializing {videos} videos" if videos else "removing videos that left the data folder")
+        run = execute_request(defs, instance, request)
+        report.run_ids.append(run.run_id)
+        if not run.success:
+            errors = "; ".join(step_errors(run)) or "no step failed: see the run's logs"
+            span = request.partition_key_range
+            what = f"{span.start}..{span.end}" if span else "removal"
+            report.failed_runs.append(f"{what} (run {run.run_id}): {errors}")
+            continue
+        add_run_figures(report, instance, run)
+    if result.has_work:
+        view = observe_store(qdrant, home)
+    if home is not None:
+        keep_in_ledger(qdrant, home, view, *observe_partitions(instance))
+    report.points_in_collection = view.points
+    report.seconds = round(time.perf_counter() - started, 2)
+    return report

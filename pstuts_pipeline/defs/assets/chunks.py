@@ -1,0 +1,234 @@
+"""From a video's record to timestamped Kamradt chunks: one partition per video, many videos per run."""
+
+import time
+
+import dagster as dg
+import pandas as pd
+from langchain_core.documents import Document
+
+from pstuts_pipeline.chunking import chunker as chunking
+from pstuts_pipeline.chunking.transcripts import Phrase, TimeRepairs, repair_times
+from pstuts_pipeline.defs.instance import record_run_process
+from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, TranscriptSource
+from pstuts_pipeline.sources import VIDEO_FIELDS, SourceVideo, load_catalog
+
+# Several videos in one run share one model load and one batch of embeddings.
+SINGLE_RUN = dg.BackfillPolicy.single_run()
+INGESTION_GROUP = "ingestion"
+# Steps that call the embedding API or Qdrant retry transient failures (rate limits, 5xx, timeouts) with backoff.
+TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+
+
+def video_metadata(documents: list[Document]) -> dict[str, object]:
+    """The video-level fields a video's phrase Documents all carry, to pass on to its whole-video Documents."""
+    return {k: documents[0].metadata[k] for k in VIDEO_FIELDS}
+
+
+def phrases_of(documents: list[Document]) -> list[Phrase]:
+    return [
+        Phrase(d.metadata["sent_id"], d.page_content, d.metadata["time_start"], d.metadata["time_end"])
+        for d in documents
+    ]
+
+
+def chunk_table(chunks: list[Document], rows: int = 20) -> dg.MetadataValue:
+    """A preview of chunks with their times, for the UI."""
+    frame = pd.DataFrame(
+        [
+            {
+                "video": c.metadata["video_id"],
+                "chunk": c.metadata.get("chunk_index", i),
+                "start": c.metadata.get("start"),
+                "stop": c.metadata.get("stop"),
+                "phrases": len(c.metadata.get("sent_ids", [])) or None,
+                "text": c.page_content[:90],
+            }
+            for i, c in enumerate(chunks[:rows])
+        ]
+    )
+    return dg.MetadataValue.md(frame.to_markdown(index=False))
+
+
+@dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP, kinds={"json"})
+def raw_transcripts(context: dg.AssetExecutionContext, transcript_source: TranscriptSource) -> dict[str, SourceVideo]:
+    """The video from the data folder, in whatever format, validated, with its file and content hash."""
+    record_run_process(context)  # lets a later tick reclaim this run if its process is killed
+    catalog = load_catalog(transcript_source.path())
+    wanted = context.partition_keys
+    wanted_ids = {int(k) for k in wanted}
+    # A summary line of a file with many bad records covers several videos: it is the reason for each of them.
+    problems = [str(e) for e in catalog.errors if e.video_ids & wanted_ids]
+    missing = [k for k in wanted if k not in catalog.videos and int(k) not in catalog.bad_video_ids]
+    problems += [f"video {k} is in no file of {transcript_source.path()}" for k in missing]
+    if problems:
+        raise dg.Failure(description="\n".join(problems), allow_retries=False)
+    videos = {k: catalog.videos[k] for k in wanted}
+    context.add_output_metadata(
+        {
+            "videos": len(videos),
+            "phrases": sum(len(v.phrases) for v in videos.values()),
+            "qa_pairs": sum(len(v.qa) for v in videos.values()),
+            "files": dg.MetadataValue.json(sorted({v.file for v in videos.values()})),
+            "content_hashes": dg.MetadataValue.json({k: v.content_hash for k, v in videos.items()}),
+        }
+    )
+    return videos
+
+
+@dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP)
+def phrase_documents(
+    context: dg.AssetExecutionContext, raw_transcripts: dict[str, SourceVideo]
+) -> dict[str, list[Document]]:
+    """One Document per phrase, with repaired `time_start`/`time_end` and the video's metadata."""
+    result: dict[str, list[Document]] = {}
+    repairs_by_video: dict[str, dict[str, int]] = {}
+    for key, video in raw_transcripts.items():
+        phrases, repairs = repair_times(video.phrases)
+        repairs_by_video[key] = repairs.as_dict()
+        base = video.metadata()
+        result[key] = [
+            Document(
+                page_content=p.text,
+                metadata={
+                    **base,
+                    "sent_id": p.sent_id,
+                    "time_start": p.begin,
+                    "time_end": p.end,
+                    "raw_begin": r.begin,
+                    "raw_end": r.end,
+                },
+            )
+            for p, r in zip(phrases, video.phrases, strict=True)
+        ]
+    totals = {name: sum(r[name] for r in repairs_by_video.values()) for name in TimeRepairs().as_dict()}
+    context.add_output_metadata(
+        {
+            "phrases": sum(len(d) for d in result.values()),
+            "empty_phrases": sum(1 for docs in result.values() for d in docs if not d.page_content),
+            "time_repairs": sum(totals.values()),
+            **{f"repairs_{name}": count for name, count in totals.items()},
+            "repairs_by_video": dg.MetadataValue.json({k: v for k, v in repairs_by_video.items() if any(v.values())}),
+        }
+    )
+    return result
+
+
+@dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP)
+def full_transcripts(
+    context: dg.AssetExecutionContext, phrase_documents: dict[str, list[Document]]
+) -> dict[str, Document]:
+    """The whole transcript as one Document, phrases joined by newlines, for the semantic chunker."""
+    result = {}
+    for key, documents in phrase_documents.items():
+        meta = video_metadata(documents)
+        text = chunking.full_transcript(phrases_of(documents))
+        result[key] = Document(page_content=text, metadata={**meta, "phrases": len(documents)})
+    context.add_output_metadata(
+        {"videos": len(result), "characters": sum(len(d.page_content) for d in result.values())}
+    )
+    return result
+
+
+@dg.asset(
+    partitions_def=video_partitions,
+    backfill_policy=SINGLE_RUN,
+    group_name=INGESTION_GROUP,
+    kinds={"langchain"},
+    retry_policy=TRANSIENT_RETRY,
+)
+def kamradt_chunks(
+    context: dg.AssetExecutionContext,
+    full_transcripts: dict[str, Document],
+    embeddings: EmbeddingsResource,
+    chunker: ChunkerResource,
+) -> dict[str, list[Document]]:
+    """SemanticChunker over each full transcript, one phrase per 'sentence' so boundaries fall between phrases."""
+    started = time.perf_counter()
+    model, counter = embeddings.get_embeddings()
+    settings = chunker.settings(embeddings.window()[0])
+    # Embed every video's chunker windows in one batch (filling the cache) instead of one small batch each.
+    windows = [
+        w
+        for doc in full_transcripts.values()
+        for w in chunking.chunker_windows(chunking.transcript_lines(doc.page_content), settings.buffer_size)
+    ]
+    model.embed_documents(windows)
+    semantic_chunker = chunking.make_chunker(model, settings)
+    result: dict[str, list[Document]] = {}
+    for key, doc in full_transcripts.items():
+        texts = chunking.semantic_chunks(semantic_chunker, doc.page_content)
+        result[key] = [
+            Document(page_content=t, metadata={**doc.metadata, "kamradt_index": i}) for i, t in enumerate(texts)
+        ]
+    all_chunks = [c for docs in result.values() for c in docs]
+    context.add_output_metadata(
+        {
+            "videos": len(result),
+            "chunks": len(all_chunks),
+            "windows_embedded": counter.texts_embedded,
+            "windows_from_cache": len(windows) - counter.texts_embedded,
+            "embedding_model": embeddings.model_id,
+            "seconds": round(time.perf_counter() - started, 2),
+            "preview": chunk_table(all_chunks),
+        }
+    )
+    return result
+
+
+@dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP)
+def timestamped_chunks(
+    context: dg.AssetExecutionContext,
+    phrase_documents: dict[str, list[Document]],
+    kamradt_chunks: dict[str, list[Document]],
+    embeddings: EmbeddingsResource,
+    chunker: ChunkerResource,
+) -> dict[str, list[Document]]:
+    """Each chunk linked to its phrases by character offsets, capped at the embedder's window."""
+    window, special = embeddings.window()
+    settings = chunker.settings(window)
+    result: dict[str, list[Document]] = {}
+    for key, documents in phrase_documents.items():
+        meta = video_metadata(documents)
+        chunks = chunking.timed_chunks(
+            [c.page_content for c in kamradt_chunks[key]],
+            phrases_of(documents),
+            embeddings.count_tokens,
+            settings,
+            special,
+        )
+        result[key] = [chunk_document(chunk, meta) for chunk in chunks]
+    all_chunks = [c for docs in result.values() for c in docs]
+    tokens = [embeddings.count_tokens(c.page_content) + special for c in all_chunks]
+    context.add_output_metadata(
+        {
+            "videos": len(result),
+            "kamradt_chunks": sum(len(c) for c in kamradt_chunks.values()),
+            "chunks": len(all_chunks),
+            "max_chunk_tokens": max(tokens, default=0),
+            "token_window": settings.max_tokens,
+            "median_chunk_tokens": float(pd.Series(tokens).median()) if tokens else 0.0,
+            "preview": chunk_table(all_chunks),
+        }
+    )
+    return result
+
+
+def chunk_document(chunk: chunking.TimedChunk, video_meta: dict[str, object]) -> Document:
+    """A timed chunk as a LangChain Document."""
+    return Document(
+        page_content=chunk.text,
+        metadata={**video_meta, **chunk.metadata()},
+    )
+
+
+def timed_chunk_of(document: Document) -> chunking.TimedChunk:
+    """Back from a Document to the chunk, phrases and all."""
+    meta = document.metadata
+    phrases = tuple(
+        Phrase(sent_id, document.page_content[a:b], begin, end)
+        for sent_id, (begin, end), (a, b) in zip(
+            meta["sent_ids"], meta["speech_start_stop_times"], meta["phrase_char_spans"], strict=True
+        )
+    )
+    return chunking.TimedChunk(meta["chunk_index"], phrases)

@@ -1,0 +1,91 @@
+"""Embeds timestamped chunks and writes them to Qdrant, replacing each video's points idempotently."""
+
+import time
+
+import dagster as dg
+import pandas as pd
+from langchain_core.documents import Document
+
+from pstuts_pipeline.defs.assets.chunks import INGESTION_GROUP, SINGLE_RUN, TRANSIENT_RETRY, timed_chunk_of
+from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource
+from pstuts_pipeline.search import vectorstore
+from pstuts_pipeline.search.fingerprints import build_fingerprint
+from pstuts_pipeline.sources import SourceVideo
+
+# Local-mode Qdrant admits one client per folder: one writer at a time (limit set in dagster.yaml).
+QDRANT_POOL = "qdrant_writes"
+
+
+@dg.asset(
+    partitions_def=video_partitions,
+    backfill_policy=SINGLE_RUN,
+    group_name=INGESTION_GROUP,
+    kinds={"qdrant"},
+    pool=QDRANT_POOL,
+    retry_policy=TRANSIENT_RETRY,
+)
+def qdrant_collection(
+    context: dg.AssetExecutionContext,
+    raw_transcripts: dict[str, SourceVideo],
+    timestamped_chunks: dict[str, list[Document]],
+    embeddings: EmbeddingsResource,
+    chunker: ChunkerResource,
+    qdrant: QdrantResource,
+) -> dg.MaterializeResult:
+    """Embeds each video's chunks (whole chunk, each phrase, BM25 terms) and replaces its points in Qdrant."""
+    started = time.perf_counter()
+    model, counter = embeddings.get_embeddings()
+    settings = chunker.settings(embeddings.window()[0])
+    chunks = {key: [timed_chunk_of(d) for d in docs] for key, docs in timestamped_chunks.items()}
+    # One batch across videos. Each phrase is embedded alone, not with the neighbours the chunker saw: a question
+    # names one step, and the bare phrase ranks the answer's chunk better (dev, dense alone: hit@5 0.41 vs 0.35).
+    texts = [c.text for key in chunks for c in chunks[key]]
+    texts += [p.text for key in chunks for c in chunks[key] for p in c.phrases if p.text]
+    unique = list(dict.fromkeys(texts))
+    vectors = dict(zip(unique, model.embed_documents(unique), strict=True))
+    embedded_at = time.perf_counter()
+    rows = []
+    with qdrant.get_client() as client:
+        vectorstore.ensure_collection(client, qdrant.collection, len(next(iter(vectors.values()))), embeddings.model_id)
+        video_ids = [raw_transcripts[key].video_id for key in chunks]
+        existing = vectorstore.points_of_videos(client, qdrant.collection, video_ids, payload=False)
+        for key, video_chunks in chunks.items():
+            video = raw_transcripts[key]
+            info = vectorstore.VideoInfo(**video.metadata(), source_hash=video.content_hash)
+            fingerprint = build_fingerprint(video.content_hash, embeddings.model_id, settings)
+            points = vectorstore.build_points(
+                info,
+                video_chunks,
+                [vectors[c.text] for c in video_chunks],
+                [[vectors[p.text] for p in c.phrases if p.text] for c in video_chunks],
+                fingerprint,
+            )
+            before = {str(p.id) for p in existing[video.video_id]}
+            stale = vectorstore.replace_video_points(client, qdrant.collection, video.video_id, points, before)
+            rows.append(
+                {
+                    "video": key,
+                    "title": info.title[:50],
+                    "points": len(points),
+                    "stale_deleted": stale,
+                    "fingerprint": fingerprint,
+                }
+            )
+        total_points = client.count(qdrant.collection, exact=True).count
+    return dg.MaterializeResult(
+        metadata={
+            "videos": len(rows),
+            "points_written": sum(r["points"] for r in rows),
+            "stale_points_deleted": sum(r["stale_deleted"] for r in rows),
+            "collection": qdrant.collection,
+            "collection_points": total_points,
+            "embedding_model": embeddings.model_id,
+            "texts_embedded": counter.texts_embedded,
+            "texts_from_cache": len(vectors) - counter.texts_embedded,
+            "embed_seconds": round(embedded_at - started, 2),
+            "write_seconds": round(time.perf_counter() - embedded_at, 2),
+            "fingerprints": dg.MetadataValue.json({r["video"]: r["fingerprint"] for r in rows}),
+            "by_video": dg.MetadataValue.md(pd.DataFrame(rows).drop(columns="fingerprint").to_markdown(index=False)),
+        }
+    )

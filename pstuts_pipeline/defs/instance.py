@@ -1,0 +1,117 @@
+"""The Dagster instance the project runs in: its settings, and runs whose process died without finishing."""
+
+import fcntl
+import os
+import socket
+from pathlib import Path
+
+import dagster as dg
+
+from pstuts_pipeline.defs.dagster_private import DagsterInvalidPropertyError
+from pstuts_pipeline.settings import dagster_home
+
+# The settings `pstuts ingest` and `pstuts dev` (`make dev`) write to a DAGSTER_HOME that has no dagster.yaml yet.
+DEFAULT_INSTANCE_YAML = """\
+# Written by pstuts for its instance. Local-mode Qdrant admits one writer at a time (the qdrant_writes pool), and
+# every ingest run loads torch and the embedding model: one run at a time keeps a 2-core machine responsive and
+# memory bounded. Raise both for a Qdrant server and more cores (README, "Production").
+concurrency:
+  pools:
+    granularity: op
+    default_limit: 1
+  runs:
+    max_concurrent_runs: 1
+nux:
+  enabled: false
+telemetry:
+  enabled: false
+"""
+PID_TAG = "pstuts/pid"
+HOST_TAG = "pstuts/host"
+STARTED_TAG = "pstuts/process_started"
+UNFINISHED = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+def prepare_home(home: Path | None = None) -> Path:
+    """A DAGSTER_HOME with the project's instance settings, written only where no dagster.yaml exists yet."""
+    home = home or dagster_home()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(DEFAULT_INSTANCE_YAML)
+    return home
+
+
+def instance_for_cli() -> dg.DagsterInstance:
+    """The instance in DAGSTER_HOME, or the project's own one, created with the project's settings on first use."""
+    home = prepare_home()
+    os.environ.setdefault("DAGSTER_HOME", str(home))
+    # Two commands opening a new home at once would both create its SQLite schema, and one would fail on it.
+    with open(home / ".pstuts-instance.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return dg.DagsterInstance.get()
+
+
+def process_start_time(pid: int) -> str | None:
+    """When a process started (clock ticks since boot), so a recycled pid is not taken for the original."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def this_process_tags() -> dict[str, str]:
+    """Tags that let a later run tell whether the process running this one is still alive."""
+    pid = os.getpid()
+    return {PID_TAG: str(pid), HOST_TAG: socket.gethostname(), STARTED_TAG: process_start_time(pid) or ""}
+
+
+def record_run_process(context: dg.OpExecutionContext) -> None:
+    """Tag the run with the process executing it (the run worker, or `pstuts ingest` itself)."""
+    try:
+        run = context.run
+    except DagsterInvalidPropertyError:  # invoked directly (unit tests): there is no run to tag
+        return
+    if run.tags.get(PID_TAG) != str(os.getpid()):
+        context.instance.add_run_tags(context.run_id, this_process_tags())
+
+
+def process_is_gone(tags: dict[str, str]) -> bool:
+    """Whether the process a run was tagged with has ended (only decidable on the same host)."""
+    if not tags.get(PID_TAG) or tags.get(HOST_TAG) != socket.gethostname():
+        return False
+    pid = int(tags[PID_TAG])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    started = process_start_time(pid)
+    return bool(tags.get(STARTED_TAG)) and started is not None and started != tags[STARTED_TAG]
+
+
+def reclaim_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Fail runs whose process died mid-run (kill -9, power loss) and free the pool slots they held.
+
+    Without this a killed ingest stays STARTED for ever, holding the one `qdrant_writes` slot, and every later
+    run waits on it. Returns one line per reclaimed run.
+    """
+    reclaimed = []
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=UNFINISHED), limit=200):
+        if not process_is_gone(dict(run.tags)):
+            continue
+        message = (
+            f"run {run.run_id} ({run.job_name}) was left {run.status.value} by process {run.tags[PID_TAG]}, which "
+            "has ended; marked failed and its pool slots freed (its videos are re-ingested as needed)"
+        )
+        instance.report_run_failed(run, message)
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        reclaimed.append(message)
+    return reclaimed

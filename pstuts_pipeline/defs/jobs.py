@@ -1,0 +1,44 @@
+"""Jobs: ingesting ranges of video partitions, and removing videos that left the data folder."""
+
+import dagster as dg
+
+from pstuts_pipeline.defs.assets import ingestion_assets
+from pstuts_pipeline.defs.instance import record_run_process
+from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.reconcile import INGEST_JOB_NAME, REMOVE_JOB_NAME
+from pstuts_pipeline.defs.resources import QdrantResource
+from pstuts_pipeline.search import vectorstore
+
+# Both jobs take the code location's executor (definitions.py: in-process, so a run loads torch and the model
+# once rather than once per step; a deployment may pass another, e.g. deploy/celery).
+ingest_videos_job = dg.define_asset_job(
+    INGEST_JOB_NAME,
+    selection=dg.AssetSelection.assets(*ingestion_assets),
+    description="Materialize the six ingestion assets for a range of videos.",
+)
+
+
+class RemovedVideosConfig(dg.Config):
+    video_ids: list[int]
+
+
+@dg.op
+def delete_video_points(context: dg.OpExecutionContext, config: RemovedVideosConfig, qdrant: QdrantResource) -> None:
+    """Delete the points and the partitions of videos that are no longer in the data folder."""
+    record_run_process(context)
+    known = set(context.instance.get_dynamic_partitions(video_partitions.name))
+    with qdrant.get_client() as client:
+        for video_id in config.video_ids:
+            removed = vectorstore.delete_video(client, qdrant.collection, video_id)
+            context.log.info(f"video {video_id}: removed {removed} points from {qdrant.collection}")
+    for video_id in config.video_ids:
+        if str(video_id) in known:
+            context.instance.delete_dynamic_partition(video_partitions.name, str(video_id))
+
+
+@dg.job(
+    name=REMOVE_JOB_NAME,
+    description="Remove the points and partitions of videos that were deleted from the data folder.",
+)
+def remove_videos_job() -> None:
+    delete_video_points()

@@ -1,0 +1,338 @@
+"""The one reconcile policy: which videos to ingest, keep or remove, decided against what Qdrant holds.
+
+`pstuts ingest`, the folder sensor and the schedule all call `reconcile` on the same inputs (the data folder,
+the fingerprints stored beside the points, the model and chunk settings) and turn its answer into the same
+Dagster run requests: ingest runs over bounded partition ranges, and one removal job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+from filelock import Timeout
+
+from pstuts_pipeline.defs import ledger as ledgers
+from pstuts_pipeline.defs.dagster_private import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from pstuts_pipeline.defs.instance import reclaim_dead_runs
+from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
+from pstuts_pipeline.search.fingerprints import build_fingerprint
+from pstuts_pipeline.settings import max_videos_per_run
+from pstuts_pipeline.sources import Catalog, SourceVideo, load_catalog
+
+INGEST_JOB_NAME = "ingest_videos"
+REMOVE_JOB_NAME = "remove_videos"
+NEW_REASON = "new video"
+CHANGED_REASON = "source, embedding model or chunk settings differ from what Qdrant holds"
+FORCED_REASON = "re-ingest forced"
+REMOVED_REASON = "video no longer in the data folder"
+# A tick does not wait long for a search or a CLI ingest that holds the local Qdrant folder.
+TICK_LOCK_TIMEOUT_S = 10
+IN_PROGRESS = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+@dataclass
+class Reconciliation:
+    """Partition keys by what must happen to them, and why."""
+
+    to_ingest: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.to_ingest or self.removed)
+
+
+def failures_by_key(catalog: Catalog, selected: set[str] | None) -> dict[str, str]:
+    """The catalog's errors grouped by video (or by file when no video is named), joined once per key."""
+    grouped: dict[str, list[str]] = {}
+    for error in catalog.errors:
+        key = str(error.video_id) if error.video_id is not None else error.file
+        if selected is None or key in selected:
+            grouped.setdefault(key, []).append(str(error))
+    return {key: "\n".join(messages) for key, messages in grouped.items()}
+
+
+def reconcile(
+    catalog: Catalog,
+    stored: dict[int, set[str]],
+    fingerprint_of: Callable[[SourceVideo], str],
+    only: Iterable[str] | None = None,
+    force: bool = False,
+) -> Reconciliation:
+    """A video is ingested when forced, new, or stored from other content, model or settings than now.
+
+    A video is removed when Qdrant holds it and no file names it, unless some file could not be read at all
+    (then a missing video cannot be told from an unreadable one, and its points stay until the file reads).
+    """
+    selected = set(only) if only else None
+    result = Reconciliation(failed=failures_by_key(catalog, selected))
+    for key, video in sorted(catalog.videos.items(), key=lambda kv: int(kv[0])):
+        if selected is not None and key not in selected:
+            continue
+        prints = stored.get(video.video_id)
+        if force or prints != {fingerprint_of(video)}:
+            result.to_ingest.append(key)
+            result.reasons[key] = FORCED_REASON if force else NEW_REASON if not prints else CHANGED_REASON
+        else:
+            result.unchanged.append(key)
+    if selected is not None:
+        for key in sorted(selected - set(catalog.videos) - set(result.failed)):
+            result.failed[key] = catalog.missing_reason(key)
+    elif not catalog.hides_videos:
+        unreadable = {str(v) for v in catalog.bad_video_ids}
+        result.removed = sorted(
+            (str(v) for v in stored if str(v) not in catalog.videos and str(v) not in unreadable), key=int
+        )
+        result.reasons |= {key: REMOVED_REASON for key in result.removed}
+    return result
+
+
+def ingest_ranges(selected: list[str], order: list[str], limit: int) -> list[tuple[str, str]]:
+    """Cover `selected` with [first, last] runs of consecutive keys in partition order, at most `limit` each.
+
+    One range is one Dagster run (the assets' single-run backfill policy), so the model loads once per range;
+    the limit bounds a run's memory.
+    """
+    wanted = set(selected)
+    ranges: list[tuple[str, str]] = []
+    current: list[str] = []
+    for key in order:
+        if key in wanted and len(current) < limit:
+            current.append(key)
+            continue
+        if current:
+            ranges.append((current[0], current[-1]))
+        current = [key] if key in wanted else []
+    if current:
+        ranges.append((current[0], current[-1]))
+    return ranges
+
+
+def fingerprint_function(embeddings: EmbeddingsResource, chunker: ChunkerResource) -> Callable[[SourceVideo], str]:
+    """How a video's fingerprint is computed now, to compare with the one stored beside its points."""
+    settings = chunker.settings(embeddings.window()[0])
+    model_id = embeddings.model_id
+    return lambda video: build_fingerprint(video.content_hash, model_id, settings)
+
+
+@dataclass
+class StoreView:
+    """What Qdrant held at one moment (fingerprints per video, points), with its files' stamps if it was quiet."""
+
+    stored: dict[int, set[str]]
+    points: int
+    stamps: dict[str, ledgers.Stamp] | None
+
+
+def read_store(qdrant: QdrantResource, lock_timeout_s: float | None = None) -> tuple[dict[int, set[str]], int]:
+    """The fingerprints stored per video, and the collection's point count."""
+    from pstuts_pipeline.search import vectorstore
+
+    with qdrant.get_client(lock_timeout_s=lock_timeout_s) as client:
+        stored = vectorstore.stored_fingerprints(client, qdrant.collection)
+        points = client.count(qdrant.collection, exact=True).count if client.collection_exists(qdrant.collection) else 0
+    return stored, points
+
+
+def observe_store(qdrant: QdrantResource, home: Path | None, lock_timeout_s: float | None = None) -> StoreView:
+    """The stored fingerprints from a current ledger, else read from Qdrant (and stamped if nobody wrote meanwhile)."""
+    watched = None
+    if not qdrant.url and home is not None:
+        ledger = ledgers.read_ledger(qdrant.local_path, qdrant.collection, home)
+        if ledger is not None:  # spares loading the whole local collection once more
+            return StoreView(ledger.stored(), ledger.points, ledger.stamps)
+        watched = ledgers.qdrant_local_files(qdrant.local_path, qdrant.collection)
+    before = ledgers.stamps(watched) if watched else None
+    stored, points = read_store(qdrant, lock_timeout_s)
+    after = ledgers.stamps(watched) if watched else None
+    # Someone wrote while we read: what we read may be neither the old nor the new state, so stamp nothing.
+    return StoreView(stored, points, after if after == before else None)
+
+
+def keep_in_ledger(
+    qdrant: QdrantResource,
+    home: Path,
+    view: StoreView,
+    partitions: list[str] | None = None,
+    partition_stamps: dict[str, ledgers.Stamp] | None = None,
+) -> None:
+    """Write what was observed to the ledger, so the next reconcile with nothing to do can skip Qdrant."""
+    if view.stamps is None or qdrant.url:
+        return
+    ledgers.write_ledger(
+        home,
+        ledgers.Ledger(
+            key=ledgers.ledger_key(qdrant.local_path, qdrant.collection, home),
+            stamps=view.stamps,
+            fingerprints={str(video): sorted(prints) for video, prints in view.stored.items()},
+            points=view.points,
+            partitions=partitions,
+            partition_stamps=partition_stamps,
+        ),
+    )
+
+
+def partition_order(known: list[str], catalog: Catalog) -> tuple[list[str], list[str]]:
+    """(partition keys after registering the catalog's new videos, the new ones), new ones in id order."""
+    new = [k for k in sorted(catalog.videos, key=int) if k not in set(known)]
+    return [*known, *new], new
+
+
+RunKey = Callable[[str, list[str]], str]
+
+
+def ingest_run_requests(
+    result: Reconciliation, order: list[str], limit: int, trigger: str, run_key: RunKey | None
+) -> list[dg.RunRequest]:
+    """One ingest run per bounded range of consecutive partitions, tagged with who asked and why."""
+    requests = []
+    for first, last in ingest_ranges(result.to_ingest, order, limit):
+        keys = order[order.index(first) : order.index(last) + 1]
+        reasons = sorted({result.reasons[k] for k in keys})
+        requests.append(
+            dg.RunRequest(
+                run_key=run_key("ingest", keys) if run_key else None,
+                job_name=INGEST_JOB_NAME,
+                tags={
+                    ASSET_PARTITION_RANGE_START_TAG: first,
+                    ASSET_PARTITION_RANGE_END_TAG: last,
+                    "pstuts/trigger": trigger,
+                    "pstuts/reason": "; ".join(reasons)[:200],
+                    "pstuts/videos": str(len(keys)),
+                },
+            )
+        )
+    return requests
+
+
+def removal_run_request(result: Reconciliation, trigger: str, run_key: RunKey | None) -> dg.RunRequest | None:
+    """The removal job for videos that left the data folder, or None when none did."""
+    if not result.removed:
+        return None
+    return dg.RunRequest(
+        run_key=run_key("remove", result.removed) if run_key else None,
+        job_name=REMOVE_JOB_NAME,
+        run_config={"ops": {"delete_video_points": {"config": {"video_ids": [int(k) for k in result.removed]}}}},
+        tags={"pstuts/trigger": trigger, "pstuts/reason": REMOVED_REASON},
+    )
+
+
+def run_requests(
+    result: Reconciliation, order: list[str], limit: int, trigger: str, run_key: RunKey | None = None
+) -> list[dg.RunRequest]:
+    """Everything a reconciliation asks of Dagster: the removal first, then the ingest ranges."""
+    removal = removal_run_request(result, trigger, run_key)
+    return [*([removal] if removal else []), *ingest_run_requests(result, order, limit, trigger, run_key)]
+
+
+def state_run_key(stored: dict[int, set[str]], wanted: dict[str, str], salt: str = "") -> RunKey:
+    """Run keys from what a run would change (each video's stored and wanted fingerprints).
+
+    The same request is launched once: a run that failed is not retried on every tick (fix the file, or
+    re-materialize in the UI), while a video edited back to an earlier version is a new change and runs again.
+    """
+
+    def key(kind: str, videos: list[str]) -> str:
+        state = [(v, sorted(stored.get(int(v), ())), wanted.get(v, "")) for v in videos]
+        digest = hashlib.sha256(repr((salt, kind, state)).encode()).hexdigest()[:16]
+        return f"{kind}:{videos[0]}..{videos[-1]}:{digest}"
+
+    return key
+
+
+@dataclass
+class TickPlan:
+    """What one sensor or schedule tick asks of Dagster, or why it asks nothing."""
+
+    run_requests: list[dg.RunRequest] = field(default_factory=list)
+    new_partitions: list[str] = field(default_factory=list)
+    skip_reason: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def summarize_errors(catalog: Catalog, most: int = 5) -> list[str]:
+    """The data folder's errors, at most `most` lines and a count of the rest."""
+    lines = [f"not ingested: {e}" for e in catalog.errors[:most]]
+    if len(catalog.errors) > most:
+        lines.append(f"... and {len(catalog.errors) - most} more errors in the data folder")
+    return lines
+
+
+def plan_tick(
+    instance: dg.DagsterInstance,
+    source: TranscriptSource,
+    embeddings: EmbeddingsResource,
+    chunker: ChunkerResource,
+    qdrant: QdrantResource,
+    trigger: str,
+    force: bool = False,
+    salt: str = "",
+    busy_jobs: set[str] | None = None,
+) -> TickPlan:
+    """The sensor's and the schedules' tick: reconcile unless a run that writes the collection is still going.
+
+    Waiting for those runs is what keeps a tick from requesting a video again while it is being ingested.
+    """
+    plan = TickPlan(warnings=reclaim_dead_runs(instance))
+    busy = [f"run {r.run_id[:8]}" for r in runs_touching_the_collection(instance, busy_jobs)]
+    busy += [f"backfill {b}" for b in backfills_in_progress(instance)]
+    if busy:
+        plan.skip_reason = f"waiting for {', '.join(busy[:5])} to finish before comparing the folder with Qdrant"
+        return plan
+    catalog = load_catalog(source.path())
+    plan.warnings += summarize_errors(catalog)
+    home = None if instance.is_ephemeral else Path(instance.root_directory)
+    try:
+        view = observe_store(qdrant, home, lock_timeout_s=TICK_LOCK_TIMEOUT_S)
+    except Timeout:
+        plan.skip_reason = f"Qdrant folder {qdrant.local_path} is in use by another process; trying next tick"
+        return plan
+    if home is not None:
+        keep_in_ledger(qdrant, home, view)
+    fingerprint_of = fingerprint_function(embeddings, chunker)
+    result = reconcile(catalog, view.stored, fingerprint_of, force=force)
+    order, plan.new_partitions = partition_order(instance.get_dynamic_partitions(video_partitions.name), catalog)
+    wanted = {k: fingerprint_of(catalog.videos[k]) for k in result.to_ingest}
+    plan.run_requests = run_requests(
+        result, order, max_videos_per_run(), trigger, state_run_key(view.stored, wanted, salt)
+    )
+    if not plan.run_requests:
+        plan.skip_reason = f"{len(result.unchanged)} videos match what Qdrant holds; nothing to ingest or remove"
+        if catalog.errors:  # the tick's skip reason is what the UI shows first
+            plan.skip_reason += "; " + "; ".join(summarize_errors(catalog))
+    return plan
+
+
+def runs_touching_the_collection(instance: dg.DagsterInstance, jobs: set[str] | None = None) -> list[dg.DagsterRun]:
+    """Runs queued or in progress that write the collection (ingest and removal jobs, UI materializations)."""
+    from pstuts_pipeline.defs.assets.collection import qdrant_collection
+
+    jobs = jobs or {INGEST_JOB_NAME, REMOVE_JOB_NAME}
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=IN_PROGRESS), limit=200)
+    return [
+        run
+        for run in runs
+        if run.job_name in jobs or (run.asset_selection and qdrant_collection.key in run.asset_selection)
+    ]
+
+
+def backfills_in_progress(instance: dg.DagsterInstance) -> list[str]:
+    """Ids of backfills the daemon has not finished (a range materialized from the UI is one)."""
+    from pstuts_pipeline.defs.dagster_private import BulkActionsFilter, BulkActionStatus
+
+    requested = instance.get_backfills(filters=BulkActionsFilter(statuses=[BulkActionStatus.REQUESTED]), limit=50)
+    return [b.backfill_id for b in requested]

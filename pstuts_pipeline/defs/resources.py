@@ -1,0 +1,329 @@
+"""Dagster resources: the embedding model, the Qdrant store, and the chunking settings."""
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import dagster as dg
+from filelock import FileLock, Timeout
+from langchain_core.embeddings import Embeddings
+from pydantic import Field
+
+from pstuts_pipeline import embedding
+from pstuts_pipeline.answers.chat import ChatSettings
+from pstuts_pipeline.chunking.chunker import ChunkerSettings
+from pstuts_pipeline.redaction import redact
+from pstuts_pipeline.search import reranking
+from pstuts_pipeline.settings import data_dir, env, env_int, env_set, storage_dir
+from pstuts_pipeline.training import reranker as reranker_training
+
+if TYPE_CHECKING:  # imported when a client is made: it costs a second, which `pstuts ingest` with nothing to do saves
+    from qdrant_client import QdrantClient
+
+
+class TranscriptSource(dg.ConfigurableResource):
+    """The folder of video files (PsTuts-VQA JSON, SRT or WebVTT captions) that partitions are read from."""
+
+    data_dir: str = Field(
+        default="", description="Folder of video files, *.json, *.srt, *.vtt (default: data/ in the project)."
+    )
+
+    def path(self) -> Path:
+        return Path(self.data_dir) if self.data_dir else data_dir()
+
+
+class EmbeddingsResource(dg.ConfigurableResource):
+    """The embedding model shared by the chunker, the collection and search; loaded once per process."""
+
+    provider: str = Field(default="local", description="'local' (bundled all-MiniLM-L6-v2) or 'openai'.")
+    model: str = Field(
+        default="",
+        description="Local: a sentence-transformers folder (empty = bundled all-MiniLM-L6-v2). "
+        "OpenAI: a model name (empty = text-embedding-3-small).",
+    )
+    openai_base_url: str | None = Field(default=None, description="An OpenAI-compatible server's base URL.")
+    batch_size: int = Field(default=32, description="Texts per forward pass or API request.")
+    precision: str = Field(
+        default="float32",
+        description="Local models: 'float32', or 'bfloat16' (twice as fast on AMX/AVX-512 CPUs; another model id).",
+    )
+    cache_dir: str | None = Field(
+        default=None, description="Embedding cache folder (empty string disables; default under the storage dir)."
+    )
+    openai_api_key: str | None = Field(
+        default=None,
+        description="OpenAI provider: the key, as dg.EnvVar('OPENAI_API_KEY') (unset: read from the environment).",
+    )
+
+    @property
+    def spec(self) -> embedding.EmbeddingSpec:
+        return embedding.EmbeddingSpec(
+            self.provider, self.model, self.openai_base_url or None, self.batch_size, self.precision
+        )
+
+    @property
+    def model_id(self) -> str:
+        return self.spec.model_id
+
+    def cache_path(self) -> Path | None:
+        if self.cache_dir == "":
+            return None
+        return Path(self.cache_dir) if self.cache_dir else storage_dir() / "embedding_cache"
+
+    def get_embeddings(self) -> tuple[Embeddings, embedding.CountingEmbeddings]:
+        """(cached embeddings to use, the counter of texts that actually reached the model)."""
+        model, counter = embedding.cached_embeddings(self.spec, self.cache_path(), _secret(self.openai_api_key))
+        return DagsterFailures(model), counter
+
+    def preload(self) -> None:
+        """Start loading the local model in the background (it overlaps the steps that need no model)."""
+        embedding.preload(self.spec)
+
+    def query_embeddings(self, model: str | None = None) -> Embeddings:
+        """The model for queries; `model` (a folder, `latest`, empty: bundled) swaps in another with these settings."""
+        return DagsterFailures(embedding.load_embeddings(self.spec_for(model), _secret(self.openai_api_key)))
+
+    def spec_for(self, model: str | None) -> embedding.EmbeddingSpec:
+        """This resource's spec, or the same settings with another model (e.g. base vs tuned)."""
+        return self.spec if model is None else dataclasses.replace(self.spec, model=embedding.resolve_model(model))
+
+    def count_tokens(self, text: str) -> int:
+        return embedding.token_counter(self.spec)(text)
+
+    def window(self) -> tuple[int, int]:
+        """(input window in tokens, special tokens spent of it)."""
+        return embedding.window_tokens(self.spec)
+
+
+class DagsterFailures(Embeddings):
+    """The resource boundary: a provider's refusal becomes a Dagster Failure that forbids retries.
+
+    A refused key or a malformed request is not transient, and each retry only waits longer; any other error
+    passes unchanged, so the step's RetryPolicy may run it again. The message is the provider's one line,
+    which names the server and never the key.
+    """
+
+    def __init__(self, inner: Embeddings):
+        self.inner = inner
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        try:
+            return self.inner.embed_documents(texts)
+        except embedding.ProviderRefusedError as error:
+            raise ProviderRefusedFailure(str(error)) from None
+
+    def embed_query(self, text: str) -> list[float]:
+        try:
+            return self.inner.embed_query(text)
+        except embedding.ProviderRefusedError as error:
+            raise ProviderRefusedFailure(str(error)) from None
+
+
+class ProviderRefusedFailure(dg.Failure):
+    """The embeddings server refused our credentials or our request (embedding.ProviderRefusedError), not retried."""
+
+    def __init__(self, description: str):
+        super().__init__(description=description, allow_retries=False)
+
+
+def _secret(value: str | None) -> str | None:
+    """A secret field's value: Dagster resolves a dg.EnvVar inside a run; the CLI uses resources outside one."""
+    return value.get_value() if isinstance(value, dg.EnvVar) else value
+
+
+class RerankerResource(dg.ConfigurableResource):
+    """The cross-encoder that rescores search's best candidates (PSTUTS_RERANKER); search runs without it when unset."""
+
+    model: str = Field(default="", description="A folder written by `pstuts tune-reranker` (empty: no reranker).")
+    depth: int = Field(default=reranking.DEPTH, ge=1, description="First-stage candidates rescored per question.")
+    phrases: int = Field(default=reranking.PHRASES_PER_CHUNK, ge=1, description="Phrases of each candidate it reads.")
+    weight: float = Field(default=reranking.WEIGHT, description="Weight of its standardised score in the sum.")
+
+    def get(self) -> reranking.Reranker | None:
+        """The reranker, loaded once per process, or None when none is configured."""
+        if not self.model:
+            return None
+        return reranking.load_reranker(self.model, reranking.RerankSettings(self.depth, self.phrases, self.weight))
+
+
+class ChunkerResource(dg.ConfigurableResource):
+    """How Kamradt chunks are cut and bounded."""
+
+    breakpoint_threshold_type: str = Field(
+        default="percentile", description="SemanticChunker breakpoint rule: percentile, standard_deviation, ..."
+    )
+    breakpoint_threshold_amount: float | None = Field(default=None, description="Its amount (None = LangChain's).")
+    buffer_size: int = Field(
+        default=ChunkerSettings.buffer_size,
+        ge=0,
+        description="Neighbouring phrases on each side embedded with a phrase to find breakpoints (Kamradt's: 1).",
+    )
+    max_chunk_tokens: int = Field(
+        default=0, description="Cap on a chunk's tokens, special tokens included (0 = the model's input window)."
+    )
+    min_chunk_tokens: int = Field(default=8, description="A chunk smaller than this joins a neighbour if it fits.")
+
+    def settings(self, window: int) -> ChunkerSettings:
+        cap = min(self.max_chunk_tokens, window) if self.max_chunk_tokens else window
+        return ChunkerSettings(
+            breakpoint_threshold_type=self.breakpoint_threshold_type,
+            breakpoint_threshold_amount=self.breakpoint_threshold_amount,
+            buffer_size=self.buffer_size,
+            max_tokens=cap,
+            min_tokens=self.min_chunk_tokens,
+        )
+
+
+class QdrantResource(dg.ConfigurableResource):
+    """A Qdrant collection on a server (QDRANT_URL) or in local mode on disk, opened only while in use."""
+
+    path: str = Field(default="", description="Local-mode folder (default: qdrant/ under the storage dir).")
+    url: str | None = Field(default=None, description="A Qdrant server; when set, local mode is not used.")
+    api_key: str | None = Field(default=None, description="The server's API key.")
+    collection: str = Field(default="pstuts_transcripts", description="Collection name.")
+    timeout_s: int = Field(default=60, description="Server request timeout.")
+    lock_timeout_s: float = Field(default=1800, description="How long to wait for another local-mode user.")
+
+    @property
+    def local_path(self) -> Path:
+        return Path(self.path) if self.path else storage_dir() / "qdrant"
+
+    @contextlib.contextmanager
+    def get_client(self, read_only: bool = False, lock_timeout_s: float | None = None) -> Iterator["QdrantClient"]:
+        """A client for one step. Local mode allows one client per folder, so take a file lock around it.
+
+        `read_only` (search): a folder this process may not write is opened from a private copy, since
+        local-mode Qdrant and our lock both need to write a lock file. Errors name the server or the folder.
+        `lock_timeout_s` overrides how long to wait for another user (filelock.Timeout when it runs out).
+        """
+        if self.url:
+            with self._server_client() as client:
+                yield client
+            return
+        if read_only and self.local_path.is_dir() and not os.access(self.local_path, os.W_OK):
+            with tempfile.TemporaryDirectory(prefix="pstuts-qdrant-") as copy:
+                # Plain copies, owner-writable: copied permission bits would keep the copy read-only too.
+                shutil.copytree(self.local_path, copy, copy_function=shutil.copyfile, dirs_exist_ok=True)
+                for path in [Path(copy), *Path(copy).rglob("*")]:
+                    path.chmod(0o700 if path.is_dir() else 0o600)
+                with self._local_client(Path(copy), locked=False) as client:
+                    yield client
+            return
+        timeout = self.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
+        with self._local_client(self.local_path, locked=True, lock_timeout_s=timeout) as client:
+            yield client
+
+    @contextlib.contextmanager
+    def _server_client(self) -> Iterator["QdrantClient"]:
+        from qdrant_client import QdrantClient
+        from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+        client = QdrantClient(url=self.url, api_key=_secret(self.api_key) or None, timeout=self.timeout_s)
+        try:
+            yield client
+        except (ResponseHandlingException, UnexpectedResponse) as error:
+            # "[Errno 111] Connection refused" alone does not say which server; the reply may echo the API key.
+            raise QdrantUnavailableError(f"Qdrant server at {self.url} (QDRANT_URL): {redact(str(error))}") from None
+        finally:
+            client.close()
+
+    @contextlib.contextmanager
+    def _local_client(self, folder: Path, locked: bool, lock_timeout_s: float = 0) -> Iterator["QdrantClient"]:
+        from qdrant_client import QdrantClient
+
+        where = f"local Qdrant folder {folder} (PSTUTS_QDRANT_PATH)"
+        try:
+            with contextlib.ExitStack() as stack:
+                try:
+                    folder.mkdir(parents=True, exist_ok=True)
+                    if locked:
+                        stack.enter_context(FileLock(str(folder) + ".lock", timeout=lock_timeout_s))
+                    client = stack.enter_context(contextlib.closing(QdrantClient(path=str(folder))))
+                except Timeout:
+                    raise  # another user holds the folder: its message names the lock file
+                except OSError as error:
+                    raise QdrantStorageError(f"{where}: cannot be opened for writing: {error}") from None
+                yield client
+        except sqlite3.DatabaseError as error:
+            # Only local-mode Qdrant raises bare sqlite3 errors here (Dagster's storage wraps its own); "database or
+            # disk is full" or "attempt to write a readonly database" alone do not name the folder.
+            raise QdrantStorageError(f"{where}: {error}") from None
+
+
+class QdrantUnavailableError(RuntimeError):
+    """The Qdrant server could not be reached or refused a request; names the server (retried by Dagster)."""
+
+
+class QdrantStorageError(RuntimeError):
+    """The local Qdrant folder could not be written or read; names the folder."""
+
+
+class ChatModelResource(dg.ConfigurableResource):
+    """The chat model that words answers; separate from the embeddings' server. No model = extractive answers."""
+
+    model: str = Field(default="", description="Model name on the server (empty = offline extractive answers).")
+    base_url: str | None = Field(default=None, description="An OpenAI-compatible server (empty = OpenAI's API).")
+    api_key: str | None = Field(default=None, description="The server's key (local servers need none).")
+    timeout_s: float = Field(default=60.0, description="Seconds to wait for one answer.")
+    max_tokens: int = Field(default=120, description="Longest answer, in tokens.")
+    json_schema: bool = Field(default=True, description="Ask for a JSON-schema reply whose moment must be retrieved.")
+
+    def settings(self) -> ChatSettings:
+        return ChatSettings(
+            self.model,
+            self.base_url or None,
+            _secret(self.api_key) or None,
+            self.timeout_s,
+            self.max_tokens,
+            self.json_schema,
+        )
+
+
+def resources_from_env() -> dict[str, dg.ConfigurableResource]:
+    """Every resource, configured from the environment variables listed in the README; secrets as dg.EnvVar.
+
+    A secret given as dg.EnvVar shows in the UI as "from OPENAI_API_KEY" (its value never enters the run config).
+    """
+    return {
+        "transcript_source": TranscriptSource(data_dir=env("PSTUTS_DATA_DIR")),
+        "embeddings": EmbeddingsResource(
+            provider=env("PSTUTS_EMBEDDING_PROVIDER", "local"),
+            model=embedding.resolve_model(env("PSTUTS_EMBEDDING_MODEL")),
+            openai_base_url=env("OPENAI_BASE_URL") or None,
+            batch_size=env_int("PSTUTS_EMBEDDING_BATCH_SIZE", 32),
+            precision=env("PSTUTS_EMBEDDING_PRECISION", "float32"),
+            # Set but empty turns the cache off; unset keeps the default folder.
+            cache_dir=env("PSTUTS_EMBEDDING_CACHE_DIR") if env_set("PSTUTS_EMBEDDING_CACHE_DIR") else None,
+            openai_api_key=dg.EnvVar("OPENAI_API_KEY") if env("OPENAI_API_KEY") else None,
+        ),
+        "reranker": RerankerResource(
+            model=reranker_training.resolve_reranker(env("PSTUTS_RERANKER")),
+            depth=env_int("PSTUTS_RERANK_DEPTH", reranking.DEPTH),
+            phrases=env_int("PSTUTS_RERANK_PHRASES", reranking.PHRASES_PER_CHUNK),
+        ),
+        "chunker": ChunkerResource(
+            buffer_size=env_int("PSTUTS_CHUNKER_BUFFER_SIZE", ChunkerSettings.buffer_size),
+            max_chunk_tokens=env_int("PSTUTS_MAX_CHUNK_TOKENS", 0),
+            min_chunk_tokens=env_int("PSTUTS_MIN_CHUNK_TOKENS", 8),
+        ),
+        "qdrant": QdrantResource(
+            path=env("PSTUTS_QDRANT_PATH"),
+            url=env("QDRANT_URL") or None,
+            api_key=dg.EnvVar("QDRANT_API_KEY") if env("QDRANT_API_KEY") else None,
+            collection=env("PSTUTS_COLLECTION", "pstuts_transcripts"),
+        ),
+        "chat_model": ChatModelResource(
+            model=env("PSTUTS_CHAT_MODEL"),
+            base_url=env("PSTUTS_CHAT_BASE_URL") or env("OPENAI_BASE_URL") or None,
+            api_key=next((dg.EnvVar(k) for k in ("PSTUTS_CHAT_API_KEY", "OPENAI_API_KEY") if env(k)), None),
+            timeout_s=float(env("PSTUTS_CHAT_TIMEOUT_S") or 60),
+            max_tokens=env_int("PSTUTS_CHAT_MAX_TOKENS", 120),
+            json_schema=env("PSTUTS_CHAT_JSON_SCHEMA", "1") != "0",
+        ),
+    }

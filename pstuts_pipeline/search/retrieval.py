@@ -1,0 +1,253 @@
+"""Hybrid search over the collection, and the sentence inside each chunk that a link should land on.
+
+A chunk is ranked by its best-matching phrase (the "sentences" multivector, MAX_SIM) and by BM25 over its text
+(the "bm25" sparse vector), fused client-side with weights; the link then goes to the phrase of the chunk that
+best matches the question. Weights were chosen on PsTuts-VQA train questions and checked on dev
+(benchmarks/retrieval_benchmark.py).
+"""
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+from qdrant_client import QdrantClient, models
+
+from pstuts_pipeline.search import lexical, reranking, vectorstore
+
+# Candidates asked of each ranking; the fused top-k comes from their union.
+CANDIDATES = 100
+# Weight of the BM25 ranking against the best-phrase ranking, both standardised over their candidates.
+LEXICAL_WEIGHT = 0.8
+# Inside a chunk: cosine of each phrase plus this much of the share of the question's terms it contains.
+LINK_TERM_WEIGHT = 0.3
+# "How do I", "what did he", "how to": the model matches them against narration that has no such words.
+_QUESTION_LEAD = re.compile(
+    r"^\s*(how|what|which|where|why|when|who)\b"
+    r"(\s+(do|does|did|can|could|should|would|will|is|are|was|were|to|much|many|kind of|type of))*"
+    r"(\s+(i|you|he|she|we|they|one|u))?\b\s*",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One retrieved chunk, with the moment to jump to."""
+
+    video_id: int
+    title: str
+    url: str
+    start: float
+    stop: float
+    link_time: float
+    link: str
+    score: float
+    text: str
+    chunk_index: int
+    link_sent_id: int
+    link_sentence: str
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def dense_query_text(question: str) -> str:
+    """The question without its interrogative lead-in, which is what gets embedded."""
+    stripped = _QUESTION_LEAD.sub("", question).strip().rstrip("?").strip()
+    return stripped or question
+
+
+def sentence_scores(
+    question_vector: np.ndarray, sentence_vectors: np.ndarray, sentence_texts: list[str], question: str
+) -> np.ndarray:
+    """How well each phrase of a chunk answers the question: dense similarity plus a share of shared terms."""
+    dense = sentence_vectors @ question_vector
+    share = np.asarray(lexical.term_share(question, sentence_texts))
+    return dense + LINK_TERM_WEIGHT * share
+
+
+def best_sentence(
+    question_vector: np.ndarray, sentence_vectors: np.ndarray, sentence_texts: list[str], question: str
+) -> int:
+    """The phrase of a chunk that best answers the question."""
+    return int(np.argmax(sentence_scores(question_vector, sentence_vectors, sentence_texts, question)))
+
+
+def fuse(rankings: Sequence[tuple[Sequence[models.ScoredPoint], float]]) -> list[tuple[Any, float]]:
+    """Weighted sum of standardised scores; a candidate missing from a ranking gets that ranking's lowest score."""
+    fused: dict[Any, float] = {}
+    for points, _ in rankings:
+        for point in points:
+            fused.setdefault(point.id, 0.0)
+    for points, weight in rankings:
+        if not points:
+            continue
+        scores = {p.id: p.score for p in points}
+        values = np.fromiter(scores.values(), dtype=np.float64)
+        mean, spread, floor = values.mean(), values.std() or 1.0, values.min()
+        for pid in fused:
+            fused[pid] += weight * (scores.get(pid, floor) - mean) / spread
+    return sorted(fused.items(), key=lambda item: item[1], reverse=True)
+
+
+def _link(url: str, seconds: float) -> str:
+    return f"{url.split('#')[0]}#t={seconds:.1f}"
+
+
+@dataclass
+class Candidate:
+    """A first-stage candidate chunk: its record, fused score, and its spoken phrases scored for the link."""
+
+    record: models.Record
+    score: float
+    spoken: list[int]  # positions of the phrases with words, in the chunk's phrase lists
+    texts: list[str]
+    link_scores: np.ndarray  # one per spoken phrase; empty when the record has no phrase vectors
+    choice: int = 0  # the linked phrase, a position in `spoken`
+
+
+def candidate(record: models.Record, score: float, question_vector: np.ndarray, question: str) -> Candidate:
+    """Score a retrieved chunk's phrases for the link and pick the best one."""
+    meta = (record.payload or {})["metadata"]
+    text = (record.payload or {})["page_content"]
+    spans = meta["phrase_char_spans"]
+    spoken = [i for i, (a, b) in enumerate(spans) if b > a] or [0]
+    texts = [text[slice(*spans[i])] for i in spoken]
+    vectors = np.asarray((record.vector or {}).get(vectorstore.SENTENCE_VECTORS) or [], dtype=np.float32)
+    scores = sentence_scores(question_vector, vectors, texts, question) if len(vectors) == len(spoken) else np.zeros(0)
+    return Candidate(record, score, spoken, texts, scores, int(np.argmax(scores)) if len(scores) else 0)
+
+
+def to_result(found: Candidate) -> SearchResult:
+    """Shape a candidate as a result linked to its chosen phrase."""
+    payload = found.record.payload or {}
+    meta = payload["metadata"]
+    text = payload["page_content"]
+    choice = found.spoken[found.choice]
+    link_time = float(meta["speech_start_stop_times"][choice][0])
+    a, b = meta["phrase_char_spans"][choice]
+    return SearchResult(
+        video_id=meta["video_id"],
+        title=meta["title"],
+        url=meta["url"],
+        start=meta["start"],
+        stop=meta["stop"],
+        link_time=link_time,
+        link=_link(meta["url"], link_time),
+        score=float(found.score),
+        text=text,
+        chunk_index=meta["chunk_index"],
+        link_sent_id=meta["sent_ids"][choice],
+        link_sentence=text[a:b],
+    )
+
+
+def rerank(
+    reranker: reranking.Reranker, questions: Sequence[str], pools: list[list[Candidate]], top_k: int
+) -> list[list[Candidate]]:
+    """Rescore each question's candidates with the cross-encoder in one batch; keep the top-k by the combined score.
+
+    A chunk's cross-encoder score is that of its best phrase among its top few by the link score; the link stays on
+    the link score's phrase unless the settings say `relink`.
+    """
+    settings = reranker.settings
+    pairs, owners = [], []
+    for number, (question, pool) in enumerate(zip(questions, pools, strict=True)):
+        query = dense_query_text(question)
+        for slot, found in enumerate(pool):
+            for position in reranking.top_phrases(found.link_scores, settings.phrases) or [found.choice]:
+                pairs.append((query, found.texts[position]))
+                owners.append((number, slot, position))
+    scores = reranker.score(pairs)
+    best: dict[tuple[int, int], tuple[float, int]] = {}
+    for (number, slot, position), value in zip(owners, scores, strict=True):
+        if (number, slot) not in best or value > best[number, slot][0]:
+            best[number, slot] = (float(value), position)
+    reranked = []
+    for number, pool in enumerate(pools):
+        cross = reranking.standardised(np.array([best[number, slot][0] for slot in range(len(pool))]))
+        for slot, found in enumerate(pool):
+            found.score += settings.weight * float(cross[slot])
+            if settings.relink:
+                found.choice = best[number, slot][1]
+        reranked.append(sorted(pool, key=lambda c: c.score, reverse=True)[:top_k])
+    return reranked
+
+
+def check_model(client: QdrantClient, collection: str, model_id: str) -> None:
+    """Refuse to query a collection with vectors of another model than the one that built it."""
+    stored_model = vectorstore.collection_model(client, collection)
+    if stored_model is not None and stored_model != model_id:
+        raise vectorstore.ModelMismatchError(
+            f"collection {collection!r} was built with {stored_model}; this query would be embedded with {model_id}"
+        )
+
+
+def _requests(question: str, vector: list[float], limit: int) -> list[models.QueryRequest]:
+    requests = [models.QueryRequest(query=[vector], using=vectorstore.SENTENCE_VECTORS, limit=limit)]
+    indices, values = lexical.query_vector(question)
+    if indices:
+        sparse = models.SparseVector(indices=indices, values=values)
+        requests.append(models.QueryRequest(query=sparse, using=vectorstore.SPARSE_VECTOR, limit=limit))
+    return requests
+
+
+def search_many(
+    client: QdrantClient,
+    collection: str,
+    embeddings: Embeddings,
+    model_id: str,
+    questions: Sequence[str],
+    top_k: int = 5,
+    query_filter: models.Filter | None = None,
+    reranker: reranking.Reranker | None = None,
+) -> list[list[SearchResult]]:
+    """Answer many questions with one embedding batch, one batch of Qdrant queries and one payload fetch.
+
+    With a reranker, the first stage's top `reranker.settings.depth` candidates are rescored in one batch.
+    """
+    check_model(client, collection, model_id)
+    if not questions:
+        return []
+    vectors = embeddings.embed_documents([dense_query_text(q) for q in questions])
+    limit = max(CANDIDATES, top_k)
+    requests, owners = [], []
+    for number, (question, vector) in enumerate(zip(questions, vectors, strict=True)):
+        for request in _requests(question, list(vector), limit):
+            request.filter = query_filter
+            requests.append(request)
+            owners.append(number)
+    responses = client.query_batch_points(collection, requests=requests)
+    rankings: list[list[tuple[Sequence[models.ScoredPoint], float]]] = [[] for _ in questions]
+    for number, request, response in zip(owners, requests, responses, strict=True):
+        weight = 1.0 if request.using == vectorstore.SENTENCE_VECTORS else LEXICAL_WEIGHT
+        rankings[number].append((response.points, weight))
+    depth = max(reranker.settings.depth, top_k) if reranker else top_k
+    chosen = [fuse(r)[:depth] for r in rankings]
+    ids = list(dict.fromkeys(pid for hits in chosen for pid, _ in hits))
+    records = {
+        r.id: r
+        for r in client.retrieve(collection, ids=ids, with_payload=True, with_vectors=[vectorstore.SENTENCE_VECTORS])
+    }
+    pools = [
+        [candidate(records[pid], score, np.asarray(vector, dtype=np.float32), question) for pid, score in hits]
+        for question, vector, hits in zip(questions, vectors, chosen, strict=True)
+    ]
+    if reranker:
+        pools = rerank(reranker, questions, pools, top_k)
+    return [[to_result(found) for found in pool] for pool in pools]
+
+
+def search(
+    client: QdrantClient,
+    collection: str,
+    embeddings: Embeddings,
+    model_id: str,
+    question: str,
+    top_k: int = 5,
+    reranker: reranking.Reranker | None = None,
+) -> list[SearchResult]:
+    """The top-k distinct chunks for one question, each linked to its best phrase."""
+    return search_many(client, collection, embeddings, model_id, [question], top_k, reranker=reranker)[0]

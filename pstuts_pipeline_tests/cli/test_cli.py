@@ -1,0 +1,110 @@
+"""The commands users run: `pstuts ingest`, `pstuts search`, `dagster asset materialize`, parallel partitions."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from qdrant_client import QdrantClient
+
+from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SAMPLE_VIDEOS = ["9001", "9002", "9003", "9004"]  # 9004 is WebVTT captions
+pytestmark = pytest.mark.slow
+
+
+def run(args: list[str], env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(args, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def cli_env(storage: Path) -> dict[str, str]:
+    env = {**os.environ, "PSTUTS_DATA_DIR": str(REPO / "data"), "PSTUTS_STORAGE_DIR": str(storage)}
+    env["DAGSTER_HOME"] = str(storage / "dagster_home")
+    return env
+
+
+def point_counts(storage: Path) -> dict[int, int]:
+    client = QdrantClient(path=str(storage / "qdrant"))
+    try:
+        points, _ = client.scroll("pstuts_transcripts", limit=10_000, with_payload=True)
+    finally:
+        client.close()
+    counts: dict[int, int] = {}
+    for point in points:
+        video = point.payload["metadata"]["video_id"]
+        counts[video] = counts.get(video, 0) + 1
+    return counts
+
+
+def materialize(partition: str, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            str(BIN / "dagster"),
+            "asset",
+            "materialize",
+            "-m",
+            "pstuts_pipeline.definitions",
+            "--select",
+            ",".join(INGESTION_ASSET_NAMES),
+            "--partition",
+            partition,
+        ],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_ingest_search_and_dagster_cli_rematerialize(cli_env, storage):
+    ingest = run([str(BIN / "pstuts"), "ingest"], cli_env)
+    assert ingest.returncode == 0, ingest.stdout + ingest.stderr
+    assert "videos ingested" in ingest.stderr and "points in collection" in ingest.stderr
+    counts = point_counts(storage)
+    assert sorted(map(str, counts)) == SAMPLE_VIDEOS and all(counts.values())
+
+    search = run([str(BIN / "pstuts"), "search", "How do I open Free Transform?", "--top-k", "3", "--json"], cli_env)
+    assert search.returncode == 0, search.stderr
+    answer = json.loads(search.stdout)
+    assert answer["question"] == "How do I open Free Transform?"
+    top = answer["results"][0]
+    assert {"video_id", "title", "url", "start", "stop", "link_time", "link", "score", "text"} <= set(top)
+    assert top["video_id"] == 9003 and top["start"] <= top["link_time"] <= top["stop"]
+    assert top["link"] == f"{top['url']}#t={top['link_time']:.1f}"
+
+    questions = storage / "questions.txt"
+    questions.write_text("How do I straighten a crooked horizon?\nWhich brush removes small blemishes?\n")
+    batch = run([str(BIN / "pstuts"), "search", "--questions", str(questions), "--top-k", "2", "--json"], cli_env)
+    lines = [json.loads(line) for line in batch.stdout.splitlines()]
+    assert [line["question"] for line in lines] == questions.read_text().splitlines()
+    assert [line["results"][0]["video_id"] for line in lines] == [9001, 9002]
+
+    rematerialized = materialize("9001", cli_env)
+    output, _ = rematerialized.communicate(timeout=600)
+    assert rematerialized.returncode == 0, output
+    assert point_counts(storage) == counts
+
+
+def test_parallel_runs_of_dagster_asset_materialize(cli_env, storage):
+    """Three runs at once, each in its own process, all writing the one local-mode Qdrant folder."""
+    first = run([str(BIN / "pstuts"), "ingest", "--video", "9001"], cli_env)
+    assert first.returncode == 0, first.stderr  # also initialises the instance and registers the partitions
+    runs = [materialize(key, cli_env) for key in SAMPLE_VIDEOS]
+    outputs = [r.communicate(timeout=900)[0] for r in runs]
+    for proc, output in zip(runs, outputs):
+        assert proc.returncode == 0, output
+        assert "already accessed by another instance" not in output
+        assert "STEP_SUCCESS" in output and "Launching subprocess" not in output  # the in-process executor
+    assert sorted(map(str, point_counts(storage))) == SAMPLE_VIDEOS
+
+
+def test_ingest_exits_nonzero_naming_a_missing_video(cli_env):
+    result = run([str(BIN / "pstuts"), "ingest", "--video", "123456"], cli_env)
+    assert result.returncode == 1
+    assert "123456" in result.stderr and "no file" in result.stderr

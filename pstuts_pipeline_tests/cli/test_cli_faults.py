@@ -1,0 +1,141 @@
+"""What the `pstuts` command says when something is off: empty questions, hostile titles, long errors, stores that
+cannot be reached, written or filled. Each message is one line and names the server or folder concerned."""
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy.exc
+from helpers import run_main
+from qdrant_client import QdrantClient, models
+from servers import free_port
+
+from pstuts_pipeline.cli import app as cli
+from pstuts_pipeline.defs.resources import QdrantResource, QdrantStorageError, QdrantUnavailableError
+from pstuts_pipeline.search.retrieval import SearchResult
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\t?!"])
+def test_a_question_without_a_word_is_refused_in_one_line(monkeypatch, capsys, question):
+    code, out, err = run_main(monkeypatch, capsys, "search", question)
+    assert code == 2 and out == ""
+    assert err.startswith("a question needs at least one word; got ") and "NoneType" not in err
+
+
+def test_titles_and_snippets_cannot_drive_the_terminal(capsys):
+    result = SearchResult(
+        video_id=1,
+        title="\x1b[2J\x1b[31mEvil title",
+        url="https://example.com/v.mp4",
+        start=0,
+        stop=5,
+        link_time=1,
+        link="https://example.com/v.mp4#t=1.0\x07",
+        score=1.0,
+        text="Before. \x1b]0;owned\x07Linked. After.",
+        chunk_index=0,
+        link_sent_id=1,
+        link_sentence="\x1b]0;owned\x07Linked.",
+    )
+    cli._print_results("why\x1b[5m?", [result], as_json=False)
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J\\x1b[31mEvil title" in out and ">>> \\x1b]0;owned\\x07Linked. <<<" in out
+
+
+def test_an_error_is_one_unwrapped_line_without_secrets_or_control_characters(monkeypatch, capsys):
+    long = "x" * 150
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-configured-0123456789")
+
+    def broken() -> None:
+        raise RuntimeError(f"/data/{long}.json: video 1: title: server said Bearer sk-configured-0123456789 \x1b[31m")
+
+    monkeypatch.setattr(cli, "app", broken)
+    code, _, err = run_main(monkeypatch, capsys)
+    assert code == 1
+    assert err.count("\n") == 1 and long in err  # not wrapped at 80 columns though stderr is no terminal
+    assert "sk-configured" not in err and "Bearer [redacted]" in err and "\x1b" not in err
+
+
+def test_a_dagster_storage_error_names_the_instance_folder(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+
+    def read_only() -> None:
+        raise sqlalchemy.exc.OperationalError(
+            "INSERT INTO runs ...", {}, sqlite3.OperationalError("attempt to write a readonly database")
+        )
+
+    monkeypatch.setattr(cli, "app", read_only)
+    code, _, err = run_main(monkeypatch, capsys)
+    assert code == 1
+    assert (
+        err.strip()
+        == f"error: Dagster instance in {tmp_path / 'home'} (DAGSTER_HOME): attempt to write a readonly database"
+    )
+
+
+def test_an_unreachable_qdrant_server_is_named():
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(QdrantUnavailableError) as refused:
+        with QdrantResource(url=url, timeout_s=5).get_client() as client:
+            client.collection_exists("pstuts_transcripts")
+    assert str(refused.value).startswith(f"Qdrant server at {url} (QDRANT_URL): ")
+    assert "Connection refused" in str(refused.value)
+
+
+@pytest.mark.slow
+def test_search_against_an_unreachable_server_says_which(storage):
+    url = f"http://127.0.0.1:{free_port()}"
+    env = {**os.environ, "QDRANT_URL": url, "PSTUTS_DATA_DIR": str(REPO / "data")}
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("pstuts")), "search", "How do I crop?"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert f"error: Qdrant server at {url} (QDRANT_URL): [Errno 111] Connection refused" in done.stderr, done.stderr
+
+
+def test_a_full_disk_under_local_qdrant_names_the_folder(tmp_path):
+    qdrant = QdrantResource(path=str(tmp_path / "qdrant"))
+    with pytest.raises(QdrantStorageError) as full:
+        with qdrant.get_client():
+            raise sqlite3.OperationalError("database or disk is full")  # what qdrant-client's SQLite raises
+    assert (
+        str(full.value) == f"local Qdrant folder {tmp_path / 'qdrant'} (PSTUTS_QDRANT_PATH): database or disk is full"
+    )
+
+
+def test_a_folder_that_cannot_be_written_is_named(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    qdrant = QdrantResource(path=str(tmp_path / "file" / "qdrant"))
+    with pytest.raises(
+        QdrantStorageError, match=f"local Qdrant folder {tmp_path / 'file' / 'qdrant'} .*cannot be opened"
+    ):
+        with qdrant.get_client():
+            pass
+
+
+def test_search_reads_a_read_only_folder_through_a_private_copy(tmp_path, monkeypatch):
+    folder = tmp_path / "qdrant"
+    client = QdrantClient(path=str(folder))
+    client.create_collection("c", vectors_config=models.VectorParams(size=2, distance=models.Distance.COSINE))
+    client.upsert("c", [models.PointStruct(id=1, vector=[1.0, 0.0], payload={"a": 1})])
+    client.close()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    real_access = os.access
+    # As root every folder is writable, so the read-only mount is simulated where the resource asks.
+    monkeypatch.setattr(os, "access", lambda path, mode: False if Path(path) == folder else real_access(path, mode))
+
+    with QdrantResource(path=str(folder)).get_client(read_only=True) as reader:
+        assert reader.count("c").count == 1
+
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no lock file written beside or inside it

@@ -1,0 +1,166 @@
+"""The path users run: `pstuts dev` (dagster dev: webserver, daemon, code server) as subprocesses over a fresh home,
+transcript files dropped into the watched folder, an edit, a removal and a model change; and the UI in a real browser."""
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+import dagster as dg
+import pytest
+from helpers import SAMPLE
+from servers import skip_or_fail
+
+from benchmarks.dagster_dev_path import DagsterDev
+from benchmarks.ingest_speed import Workspace
+from pstuts_pipeline import embedding
+from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
+from pstuts_pipeline.defs.resources import QdrantResource
+
+pytestmark = pytest.mark.slow
+KEYS = {"9001", "9002", "9003"}
+
+
+def stored(space: Workspace, collection: str = "pstuts_transcripts") -> dict[int, set[str]]:
+    """Each stored video's titles, read from the local Qdrant folder under its lock (runs may be writing)."""
+    found: dict[int, set[str]] = {}
+    with QdrantResource(path=str(space.storage / "qdrant"), collection=collection).get_client() as client:
+        if not client.collection_exists(collection):
+            return found
+        points, _ = client.scroll(collection, limit=10_000, with_payload=True)
+    for point in points:
+        meta = point.payload["metadata"]
+        found.setdefault(meta["video_id"], set()).add(meta["title"])
+    return found
+
+
+def ingest_runs(dev: DagsterDev, trigger: str = "sensor") -> list[dict]:
+    """Ingest runs the sensor (or another trigger) requested, oldest first."""
+    runs = [r for r in dev.runs() if r["jobName"] == "ingest_videos" and r["tags"].get("pstuts/trigger") == trigger]
+    return sorted(runs, key=lambda r: r["startTime"] or 0)
+
+
+def ranges(runs: list[dict]) -> list[tuple[str, str]]:
+    return [
+        (r["tags"]["dagster/asset_partition_range_start"], r["tags"]["dagster/asset_partition_range_end"]) for r in runs
+    ]
+
+
+@pytest.fixture(scope="module")
+def space(tmp_path_factory) -> Workspace:
+    return Workspace(tmp_path_factory.mktemp("dagster_dev"), "user")
+
+
+@pytest.fixture(scope="module")
+def dev(space: Workspace) -> Iterator[DagsterDev]:
+    """dagster dev over a fresh home and an empty folder, into which the sample file was then dropped."""
+    with DagsterDev(space.env(), space.logs / "dagster_dev.log") as running:
+        (space.data / "videos.json").write_text(json.dumps(SAMPLE))
+        running.wait_until(lambda: KEYS <= running.materialized(), 900, "the sample partitions of qdrant_collection")
+        running.wait_settled()
+        yield running
+
+
+def test_a_fresh_home_gets_the_project_instance_settings(space, dev):
+    with dg.DagsterInstance.from_config(str(space.home)) as instance:
+        assert instance.get_concurrency_config().run_queue_config.max_concurrent_runs == 1
+        assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
+
+
+def test_files_dropped_in_are_one_batched_run_and_edits_and_removals_follow(space, dev):
+    runs = ingest_runs(dev)
+    assert ranges(runs[:1]) == [("9001", "9003")] and runs[0]["status"] == "SUCCESS"
+    assert runs[0]["tags"]["pstuts/trigger"] == "sensor" and runs[0]["tags"]["pstuts/reason"] == "new video"
+    assert set(stored(space)) == {9001, 9002, 9003}
+
+    edited = [SAMPLE[0], {**SAMPLE[1], "title": "Healing brush, edited"}, SAMPLE[2]]
+    (space.data / "videos.json").write_text(json.dumps(edited))
+    dev.wait_until(lambda: len(ingest_runs(dev)) == 2, 300, "a run for the edited video")
+    dev.wait_settled()
+    assert ranges(ingest_runs(dev))[1] == ("9002", "9002")
+    assert stored(space)[9002] == {"Healing brush, edited"}
+
+    (space.data / "videos.json").write_text(json.dumps(edited[:2]))
+    dev.wait_until(lambda: any(r["jobName"] == "remove_videos" for r in dev.runs()), 300, "the removal run")
+    dev.wait_settled()
+    [removal] = [r for r in dev.runs() if r["jobName"] == "remove_videos"]
+    assert removal["status"] == "SUCCESS" and removal["tags"]["pstuts/trigger"] == "sensor"
+    assert set(stored(space)) == {9001, 9002} and len(ingest_runs(dev)) == 2
+    with dg.DagsterInstance.from_config(str(space.home)) as instance:
+        assert set(instance.get_dynamic_partitions("videos")) == {"9001", "9002"}
+
+
+BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+
+
+def test_a_range_materialized_from_the_ui_is_one_run(dev):
+    """What the UI's "Materialize" on two selected partitions sends: a backfill, which the daemon runs as one run."""
+    params = {
+        "partitionNames": ["9001", "9002"],
+        "fromFailure": False,
+        "assetSelection": [{"path": [name]} for name in INGESTION_ASSET_NAMES],
+    }
+    answer = dev.gql(BACKFILL, params=params)["launchPartitionBackfill"]
+    assert answer["__typename"] == "LaunchBackfillSuccess", answer
+    backfill = answer["backfillId"]
+    ran = lambda: [r for r in dev.runs() if r["tags"].get("dagster/backfill") == backfill]
+    dev.wait_until(lambda: ran() and all(r["status"] == "SUCCESS" for r in ran()), 600, f"backfill {backfill}")
+    [run] = ran()
+    assert (run["tags"]["dagster/asset_partition_range_start"], run["tags"]["dagster/asset_partition_range_end"]) == (
+        "9001",
+        "9002",
+    )
+    dev.wait_settled()
+
+
+def test_the_ui_renders_the_lineage_and_the_partitions_in_a_real_browser(dev):
+    if shutil.which("chromium") is None:
+        skip_or_fail("Debian's chromium is not installed (.ci/run installs it: apt-get install chromium)")
+
+    def rendered(path: str) -> str:
+        page = subprocess.run(
+            [
+                "chromium",
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--window-size=1500,1000",
+                "--virtual-time-budget=20000",
+                "--dump-dom",
+                dev.url + path,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert page.returncode == 0, page.stderr[-2000:]
+        return page.stdout
+
+    lineage = rendered("/locations/pstuts_pipeline/asset-groups/ingestion/lineage")
+    assert [name for name in INGESTION_ASSET_NAMES if name not in lineage] == []
+    partitions = rendered("/assets/qdrant_collection?view=partitions")
+    assert "9001" in partitions and "9002" in partitions
+
+
+def test_over_a_home_the_cli_filled_nothing_runs_until_the_model_changes(tmp_path):
+    space = Workspace(tmp_path, "cli_first")
+    (space.data / "videos.json").write_text(json.dumps(SAMPLE))
+    assert space.ingest("cli").details["videos_ingested"] == 3
+    with DagsterDev(space.env(), space.logs / "dagster_dev.log") as dev:
+        dev.wait_until(lambda: len(dev.ticks()) >= 2, 300, "two sensor ticks")
+        dev.wait_settled()
+        assert ingest_runs(dev) == [] and len(ingest_runs(dev, "cli")) == 1
+        assert "3 videos match what Qdrant holds" in dev.ticks()[0]["skipReason"]
+
+    # Another model is another fingerprint (and, as a collection holds one model's vectors, another collection).
+    renamed = tmp_path / "renamed-minilm"
+    renamed.mkdir()
+    for item in embedding.bundled_model_path().iterdir():
+        (renamed / item.name).symlink_to(item)
+    env = {**space.env(), "PSTUTS_EMBEDDING_MODEL": str(renamed), "PSTUTS_COLLECTION": "renamed_model"}
+    with DagsterDev(env, space.logs / "dagster_dev_new_model.log") as dev:
+        dev.wait_until(lambda: len(ingest_runs(dev)) == 1, 300, "a run for the new model")
+        dev.wait_settled()
+        assert ranges(ingest_runs(dev)) == [("9001", "9003")]
+    assert set(stored(space, "renamed_model")) == {9001, 9002, 9003}

@@ -1,0 +1,43 @@
+"""The private Dagster names the project relies on (defs/dagster_private.py) still mean what it takes them to mean:
+the Dagster upgrade that moves or changes one fails here, not in a user's sensor tick."""
+
+import dagster as dg
+import pytest
+
+from pstuts_pipeline.defs import dagster_private
+
+
+def test_the_partition_range_tags_are_the_ones_dagster_reads_a_range_run_from() -> None:
+    assert dagster_private.ASSET_PARTITION_RANGE_START_TAG == "dagster/asset_partition_range_start"
+    assert dagster_private.ASSET_PARTITION_RANGE_END_TAG == "dagster/asset_partition_range_end"
+
+
+def test_a_range_run_request_with_those_tags_materializes_every_partition_in_it(tmp_path) -> None:
+    videos = dg.DynamicPartitionsDefinition(name="videos")
+    seen: list[str] = []
+
+    @dg.asset(partitions_def=videos, backfill_policy=dg.BackfillPolicy.single_run())
+    def chunk(context: dg.AssetExecutionContext) -> None:
+        seen.extend(context.partition_keys)
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        instance.add_dynamic_partitions("videos", ["1", "2", "3"])
+        tags = {
+            dagster_private.ASSET_PARTITION_RANGE_START_TAG: "1",
+            dagster_private.ASSET_PARTITION_RANGE_END_TAG: "2",
+        }
+        result = dg.materialize([chunk], instance=instance, tags=tags)
+    assert result.success and seen == ["1", "2"]
+
+
+def test_in_progress_backfills_are_found_by_the_requested_status(tmp_path) -> None:
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        status = dagster_private.BulkActionStatus.REQUESTED
+        found = instance.get_backfills(filters=dagster_private.BulkActionsFilter(statuses=[status]), limit=5)
+    assert found == []
+
+
+def test_a_directly_invoked_asset_has_no_run_and_says_so_with_that_error() -> None:
+    context = dg.build_asset_context()
+    with pytest.raises(dagster_private.DagsterInvalidPropertyError):
+        context.run  # noqa: B018 - the access is the test

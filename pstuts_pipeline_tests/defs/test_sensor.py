@@ -1,0 +1,146 @@
+"""The data-folder sensor on the reconcile policy: against what Qdrant holds, batched range runs, removal by job."""
+
+from collections import Counter
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from bad_input_cases import CASES
+from helpers import SAMPLE, stored_points, write_data
+
+from pstuts_pipeline.cli.ingest import execute_request
+from pstuts_pipeline.definitions import build_definitions
+from pstuts_pipeline.defs.jobs import INGEST_JOB_NAME, REMOVE_JOB_NAME
+from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.reconcile import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline.defs.sensors import transcript_folder_sensor
+
+KEYS = ["9001", "9002", "9003"]
+pytestmark = pytest.mark.slow
+
+
+def tick(instance: dg.DagsterInstance) -> dg.SensorResult:
+    with dg.build_sensor_context(instance=instance, resources=resources_from_env()) as context:
+        return transcript_folder_sensor(context)
+
+
+def apply_partition_requests(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
+    """What the daemon does with a tick's partition requests."""
+    for request in result.dynamic_partitions_requests or []:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+
+
+def launch(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:
+    """Execute the tick's requests as the daemon would launch them."""
+    apply_partition_requests(instance, result)
+    defs = build_definitions(resources_from_env())
+    for request in result.run_requests:
+        assert execute_request(defs, instance, request).success
+
+
+def point_counts(storage: Path) -> Counter[int]:
+    return Counter(p["payload"]["metadata"]["video_id"] for p in stored_points(storage))
+
+
+def test_a_fresh_instance_over_a_filled_store_registers_partitions_and_requests_nothing(ingested, storage):
+    """`dagster dev` started over a home `pstuts ingest` filled, or a new home over the same Qdrant: no re-ingest."""
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = tick(instance)
+        assert result.run_requests == []
+        [add] = result.dynamic_partitions_requests
+        assert list(add.partition_keys) == KEYS
+
+
+def test_new_videos_are_one_range_run_and_a_second_tick_waits_for_it(storage, tmp_path, monkeypatch):
+    write_data(tmp_path / "data")
+    monkeypatch.setenv("PSTUTS_DATA_DIR", str(tmp_path / "data"))
+    with dg.DagsterInstance.ephemeral() as instance:
+        first = tick(instance)
+        [request] = first.run_requests
+        assert request.job_name == INGEST_JOB_NAME and request.partition_key is None
+        assert (request.tags[ASSET_PARTITION_RANGE_START_TAG], request.tags[ASSET_PARTITION_RANGE_END_TAG]) == (
+            "9001",
+            "9003",
+        )
+        assert request.tags["pstuts/reason"] == "new video" and request.tags["pstuts/videos"] == "3"
+        # While the run is going the sensor asks for nothing more (it would ingest the same videos twice).
+        apply_partition_requests(instance, first)
+        run = instance.create_run_for_job(
+            build_definitions(resources_from_env()).resolve_job_def(INGEST_JOB_NAME),
+            tags=request.tags,
+            status=dg.DagsterRunStatus.STARTED,
+        )
+        waiting = tick(instance)
+        assert not waiting.run_requests and run.run_id[:8] in waiting.skip_reason.skip_message
+        instance.delete_run(run.run_id)
+        launch(instance, first)
+        assert set(point_counts(storage)) == {9001, 9002, 9003}
+        after = tick(instance)
+        assert not after.run_requests and "3 videos match" in after.skip_reason.skip_message
+
+
+def test_an_edit_a_revert_and_a_model_change_are_each_requested_once(ingested, storage, monkeypatch):
+    with dg.DagsterInstance.ephemeral() as instance:
+        apply_partition_requests(instance, tick(instance))
+        edited = [SAMPLE[0], {**SAMPLE[1], "title": "Edited"}]
+        write_data(ingested, a=edited)
+        first_edit = tick(instance)
+        [request] = first_edit.run_requests
+        assert request.tags[ASSET_PARTITION_RANGE_START_TAG] == request.tags[ASSET_PARTITION_RANGE_END_TAG] == "9002"
+        assert "differ from what Qdrant holds" in request.tags["pstuts/reason"]
+        # The same state gives the same run key: the daemon launches it once, a failed run is not relaunched.
+        assert [r.run_key for r in tick(instance).run_requests] == [request.run_key]
+        launch(instance, first_edit)
+        assert not tick(instance).run_requests
+        write_data(ingested)
+        reverted = tick(instance)
+        assert [r.run_key for r in reverted.run_requests] != [request.run_key] and len(reverted.run_requests) == 1
+        launch(instance, reverted)
+        monkeypatch.setenv("PSTUTS_CHUNKER_BUFFER_SIZE", "1")
+        [everything] = tick(instance).run_requests
+        assert everything.tags["pstuts/videos"] == "3"
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_bad_file_is_reported_and_its_videos_kept(case, ingested, storage, capsys):
+    before = stored_points(storage)
+    with dg.DagsterInstance.ephemeral() as instance:
+        apply_partition_requests(instance, tick(instance))
+        expected = CASES[case](ingested)
+        result = tick(instance)
+        assert all(r.job_name == INGEST_JOB_NAME for r in result.run_requests)  # no removal of unreadable videos
+        logged = capsys.readouterr().err  # the tick's log, shown in the UI
+        for message in expected.values():
+            assert message.splitlines()[0] in logged
+        launch(instance, result)
+        for video in {str(v) for v in expected}:
+            assert [p for p in stored_points(storage) if str(p["payload"]["metadata"]["video_id"]) == video] == [
+                p for p in before if str(p["payload"]["metadata"]["video_id"]) == video
+            ]
+
+
+def test_a_missing_folder_removes_nothing(ingested, storage, tmp_path, capsys):
+    with dg.DagsterInstance.ephemeral() as instance:
+        apply_partition_requests(instance, tick(instance))
+        ingested.rename(tmp_path / "unmounted")
+        result = tick(instance)
+        assert not result.run_requests
+        assert f"{ingested}: is not a folder" in capsys.readouterr().err
+
+
+def test_a_removed_video_goes_through_the_removal_job_with_its_partition(ingested, storage):
+    before = point_counts(storage)
+    with dg.DagsterInstance.ephemeral() as instance:
+        apply_partition_requests(instance, tick(instance))
+        (ingested / "b.json").unlink()
+        result = tick(instance)
+        [removal] = result.run_requests
+        assert (
+            removal.job_name == REMOVE_JOB_NAME
+            and removal.tags["pstuts/reason"] == "video no longer in the data folder"
+        )
+        launch(instance, result)
+        assert point_counts(storage) == {9001: before[9001], 9002: before[9002]}
+        assert set(instance.get_dynamic_partitions(video_partitions.name)) == {"9001", "9002"}
+        assert not tick(instance).run_requests

@@ -1,0 +1,104 @@
+"""Plain helpers the tests share: the sample data, stand-in embedders, stored points, running the CLI."""
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import pytest
+from langchain_core.embeddings import Embeddings
+from qdrant_client import QdrantClient
+
+from pstuts_pipeline.cli import app as cli
+from pstuts_pipeline.cli.ingest import IngestReport, ingest
+from pstuts_pipeline.definitions import build_definitions
+from pstuts_pipeline.defs.resources import resources_from_env
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_DIR = REPO / "data"
+SAMPLE: list[dict] = json.loads((SAMPLE_DIR / "sample_videos.json").read_text())
+COLLECTION = "pstuts_transcripts"
+
+
+def bag_of_words(texts: list[str], size: int = 256) -> np.ndarray:
+    """A stand-in encoder: hashed word counts, normalized, so questions lean towards phrases sharing their words."""
+    vectors = np.zeros((len(texts), size))
+    for row, text in enumerate(texts):
+        for word in text.lower().split():
+            vectors[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % size] += 1
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+
+
+class HashEmbeddings(Embeddings):
+    """A fast deterministic stand-in for unit tests: bag-of-words hashed into a normalized vector."""
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self.calls: list[int] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append(len(texts))
+        return bag_of_words(texts, self.size).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return bag_of_words([text], self.size)[0].tolist()
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def flip_byte(path: Path, offset: int) -> None:
+    """Tamper with a file by one bit, as a corrupted download or a swapped file would."""
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def write_data(folder: Path, a: list[dict] | None = None, b: list[dict] | None = None) -> None:
+    """A data folder of two files: a.json (9001, 9002) and b.json (9003) unless given other videos."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "a.json").write_text(json.dumps(SAMPLE[:2] if a is None else a, indent=1), encoding="utf-8")
+    (folder / "b.json").write_text(json.dumps(SAMPLE[2:] if b is None else b, indent=1), encoding="utf-8")
+
+
+def stored_points(storage: Path) -> list[dict]:
+    """Every point in the local collection, as plain data: id, payload and vectors."""
+    client = QdrantClient(path=str(storage / "qdrant"))
+    try:
+        points, _ = client.scroll(COLLECTION, limit=10_000, with_payload=True, with_vectors=True)
+    finally:
+        client.close()
+    return sorted((json.loads(p.model_dump_json()) for p in points), key=lambda p: p["id"])
+
+
+def run_ingest() -> IngestReport:
+    """`pstuts ingest` in this process, on the instance in DAGSTER_HOME, closed again before returning."""
+    with dg.DagsterInstance.get() as instance:
+        return ingest(build_definitions(resources_from_env()), instance)
+
+
+def run_main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
+    """`pstuts ARGS` in this process: (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["pstuts", *args])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    out, err = capsys.readouterr()
+    return exited.value.code, out, err
+
+
+def files_containing(root: Path, needle: str) -> list[str]:
+    """Every file under root whose bytes contain needle (SQLite stores event JSON as plain text)."""
+    return [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+def events_text(home: Path) -> str:
+    """Every event, run config and tag of the instance, serialized, as the UI would read them."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs()
+        parts = [json.dumps(run.run_config) + json.dumps(dict(run.tags)) for run in runs]
+        parts += [dg.serialize_value(event) for run in runs for event in instance.all_logs(run.run_id)]
+    assert runs and parts
+    return "\n".join(parts)

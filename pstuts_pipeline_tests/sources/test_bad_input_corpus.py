@@ -1,0 +1,85 @@
+"""The bad-input corpus (bad_inputs/, expected messages in its manifest.json), each file dropped beside the ingested
+sample videos: `pstuts ingest` and the folder sensor name file, video and field, and every stored point stays."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from helpers import run_main, stored_points
+
+from pstuts_pipeline.cli import app as cli
+from pstuts_pipeline.definitions import build_definitions
+from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline.defs.sensors import transcript_folder_sensor
+
+CORPUS = Path(__file__).parent / "bad_inputs"
+MANIFEST: dict[str, dict] = json.loads((CORPUS / "manifest.json").read_text())
+pytestmark = pytest.mark.slow
+
+
+def expected(name: str, data: Path) -> list[str]:
+    """The manifest's messages for a case, with its place in the data folder filled in."""
+    return [line.replace("{file}", str(data / name)).replace("{data}", str(data)) for line in MANIFEST[name]["expect"]]
+
+
+def test_the_manifest_covers_every_file_of_the_corpus():
+    assert sorted(p.name for p in CORPUS.iterdir() if p.name != "manifest.json") == sorted(MANIFEST)
+    assert all(entry["expect"] and entry["why"] for entry in MANIFEST.values())
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_pstuts_ingest_names_the_problem_and_keeps_every_point(name, ingested, storage, monkeypatch, capsys):  # noqa: F811
+    before = stored_points(storage)
+    shutil.copy(CORPUS / name, ingested / name)
+    # The module-level `defs` was built with whatever environment the first test had; this test's is fresh.
+    monkeypatch.setattr(cli, "_definitions", lambda: build_definitions(resources_from_env()))
+
+    code, _, err = run_main(monkeypatch, capsys, "ingest")
+
+    assert code == 1
+    for message in expected(name, ingested):
+        assert message in err, f"{name}: {message!r} not in:\n{err}"
+    assert "run failed" not in err
+    assert stored_points(storage) == before
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_the_sensor_requests_nothing_removes_nothing_and_says_why(name, ingested, storage):  # noqa: F811
+    before = stored_points(storage)
+    shutil.copy(CORPUS / name, ingested / name)
+
+    with (
+        dg.DagsterInstance.get() as instance,
+        dg.build_sensor_context(instance=instance, resources=resources_from_env()) as context,
+    ):
+        result = transcript_folder_sensor(context)
+
+    assert result.run_requests == [] and result.dynamic_partitions_requests == []
+    said = result.skip_reason.skip_message
+    for message in expected(name, ingested):
+        assert message in said, f"{name}: {message!r} not in {said!r}"
+    assert stored_points(storage) == before
+
+
+def test_the_whole_corpus_at_once_through_the_real_command(ingested, storage):  # noqa: F811
+    before = stored_points(storage)
+    for name in MANIFEST:
+        shutil.copy(CORPUS / name, ingested / name)
+
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("pstuts")), "ingest"],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+    assert done.returncode == 1, done.stderr
+    missing = [m for name in MANIFEST for m in expected(name, ingested) if m not in done.stderr]
+    assert missing == [], done.stderr
+    assert stored_points(storage) == before
