@@ -92,15 +92,24 @@ def offline_model_hub() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def env_int(name: str, default: int) -> int:
-    """An integer setting from the environment, with a clear error if it is not one."""
+def _env_number(name: str, default: float, convert: type, noun: str) -> float:
     value = os.environ.get(name)
     if value in (None, ""):
         return default
     try:
-        return int(value)
+        return convert(value)
     except ValueError:
-        raise ValueError(f"environment variable {name} is {value!r}, not an integer") from None
+        raise ValueError(f"environment variable {name} is {value!r}, not {noun}") from None
+
+
+def env_int(name: str, default: int) -> int:
+    """An integer setting from the environment, with a clear error if it is not one."""
+    return int(_env_number(name, default, int, "an integer"))
+
+
+def env_float(name: str, default: float) -> float:
+    """A number setting from the environment, with a clear error if it is not one."""
+    return float(_env_number(name, default, float, "a number"))
 
 
 def max_videos_per_run() -> int:

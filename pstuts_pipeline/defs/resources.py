@@ -20,6 +20,7 @@ from pstuts_pipeline.answers.chat import ChatSettings
 from pstuts_pipeline.chunking.chunker import ChunkerSettings
 from pstuts_pipeline.redaction import redact
 from pstuts_pipeline.search import reranking
+from pstuts_pipeline.search.context import ContextSettings
 from pstuts_pipeline.settings import data_dir, env, env_int, env_set, storage_dir
 from pstuts_pipeline.training import reranker as reranker_training
 
@@ -168,6 +169,18 @@ class ChunkerResource(dg.ConfigurableResource):
         default=0, description="Cap on a chunk's tokens, special tokens included (0 = the model's input window)."
     )
     min_chunk_tokens: int = Field(default=8, description="A chunk smaller than this joins a neighbour if it fits.")
+    context: str = Field(
+        default="", description="Situating context per chunk: '', title, neighbours or title+neighbours."
+    )
+    context_use: str = Field(default="bm25", description="Where the context goes: dense, bm25 or both.")
+
+    def context_settings(self) -> ContextSettings:
+        return ContextSettings(source=self.context, use=self.context_use)
+
+    def fingerprint_context(self) -> ContextSettings | None:
+        """The context settings as the fingerprint counts them: None when off, so today's fingerprints hold."""
+        settings = self.context_settings()
+        return settings if settings.enabled else None
 
     def settings(self, window: int) -> ChunkerSettings:
         cap = min(self.max_chunk_tokens, window) if self.max_chunk_tokens else window
@@ -311,6 +324,8 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
             buffer_size=env_int("PSTUTS_CHUNKER_BUFFER_SIZE", ChunkerSettings.buffer_size),
             max_chunk_tokens=env_int("PSTUTS_MAX_CHUNK_TOKENS", 0),
             min_chunk_tokens=env_int("PSTUTS_MIN_CHUNK_TOKENS", 8),
+            context=env("PSTUTS_CHUNK_CONTEXT"),
+            context_use=env("PSTUTS_CHUNK_CONTEXT_USE", "bm25"),
         ),
         "qdrant": QdrantResource(
             path=env("PSTUTS_QDRANT_PATH"),
