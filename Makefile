@@ -1,4 +1,5 @@
 # Two entry points: `make demo` (set up, ingest the sample data, search and answer a question) and `make test`.
+# `make check` is the inner loop: lint and the fast tier, about a minute.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -7,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 QUESTION ?= How do I open Free Transform?
 
-.PHONY: setup demo dev test lint clean
+.PHONY: setup demo dev check test lint clean
 
 $(BIN)/pstuts: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,8 +28,14 @@ demo: setup
 dev: setup
 	$(BIN)/pstuts dev
 
-test: setup
-	$(BIN)/pytest
+# The fast tier: no real model, no Dagster subprocesses, no servers (pytest -m "not slow").
+check: lint
+	$(BIN)/pytest -m "not slow" -n 2
+
+# The whole suite: the fast tier first (a broken build fails in minutes), then the slow tier on two workers
+# (pytest-xdist, one test file per worker: files share their module-scoped ingests).
+test: check
+	$(BIN)/pytest -m slow -n 2 --dist loadfile
 
 # ruff (rules in pyproject.toml): lint, and the formatting check; `ruff format .` rewrites.
 lint: setup

@@ -368,7 +368,8 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as one JSON object.")] = False,
 ) -> None:
     """Score search on QA pairs (hit@k, link@k, mrr@10), or with --answers the answers (token F1, citation link@1)."""
-    from pstuts_pipeline.search import evaluation, retrieval
+    from pstuts_pipeline.search import evaluation
+    from pstuts_pipeline.search.scoring import score_search
 
     questions = evaluation.load_questions(qa)
     if answers:
@@ -377,19 +378,19 @@ def evaluate(
     top_k = top_k or 10
     resources = _definitions().resources
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
+    asked = evaluation.folder_questions(resources["transcript_source"].path())
     with qdrant.get_client() as client:
         _require_collection(client, qdrant.collection)
-        ranked = retrieval.search_many(
+        metrics = score_search(
             client,
             qdrant.collection,
             embeddings.query_embeddings(),
             embeddings.model_id,
-            [q.text for q in questions],
+            questions,
             top_k,
             reranker=resources["reranker"].get(),
+            asked=asked,
         )
-    asked = evaluation.folder_questions(resources["transcript_source"].path())
-    metrics = evaluation.evaluate(questions, ranked, asked=asked)
     if as_json:
         print(json.dumps(metrics), flush=True)
         return
