@@ -113,7 +113,13 @@ async function ask(event) {
     });
     const body = await response.json();
     if (!response.ok) {
-      const detail = typeof body.detail === "string" ? body.detail : "the question was not accepted";
+      // Our own errors carry one line; FastAPI's validation errors a list of them.
+      const detail =
+        typeof body.detail === "string"
+          ? body.detail
+          : Array.isArray(body.detail) && body.detail.length
+            ? "The question was not accepted: " + body.detail[0].msg
+            : "The question was not accepted.";
       showError(detail);
       return;
     }
