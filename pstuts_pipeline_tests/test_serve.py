@@ -130,6 +130,23 @@ def test_missing_and_empty_collections_are_named_with_what_to_do(tmp_path) -> No
     assert "is empty" in client.get("/api/status").json()["problem"]
 
 
+def test_a_store_held_by_an_ingest_is_a_503_naming_the_lock_not_a_hang(tmp_path) -> None:
+    from filelock import FileLock
+
+    from pstuts_pipeline.resources import QdrantResource
+
+    engine = stand_in_engine(tmp_path)
+    qdrant = QdrantResource(path=str(tmp_path / "qdrant"))
+    engine.open_client = lambda: qdrant.get_client(read_only=True, lock_timeout_s=0.2)
+    with FileLock(str(tmp_path / "qdrant") + ".lock"):  # as `pstuts ingest` holds it while writing
+        asked = TestClient(create_app(engine)).post("/api/ask", json={"question": "How do I crop?"})
+    assert asked.status_code == 503
+    assert (
+        f"{tmp_path / 'qdrant'}.lock" in asked.json()["detail"]
+        and "ask again when it is done" in asked.json()["detail"]
+    )
+
+
 def test_questions_without_words_are_refused_and_media_routes_take_only_a_video_id(tmp_path) -> None:
     client = TestClient(create_app(stand_in_engine(tmp_path)))
     refused = client.post("/api/ask", json={"question": " ?! "})
