@@ -236,17 +236,23 @@ def generated_answer(question: str, documents: list[Document], llm: BaseChatMode
     )
 
 
+def answer_documents(
+    question: str, documents: list[Document], model: BaseChatModel | None, settings: ChatSettings
+) -> Answer:
+    """The answer to a question from chunks already retrieved (timed): callers that must let go of the store first."""
+    started = time.perf_counter()
+    if model is None:
+        result = extractive_answer(question, documents)
+    else:
+        result = generated_answer(question, documents, model, settings)
+    return replace(result, seconds=time.perf_counter() - started)
+
+
 def answer_chain(retriever: BaseRetriever, settings: ChatSettings, llm: BaseChatModel | None = None) -> Runnable:
     """question -> Answer: retrieve, then answer with the chat model if one is configured, else extractively."""
     model = llm if llm is not None else (chat_model(settings) if settings.enabled else None)
 
     def answer(inputs: dict[str, Any]) -> Answer:
-        started = time.perf_counter()
-        question, documents = inputs["question"], inputs["documents"]
-        if model is None:
-            result = extractive_answer(question, documents)
-        else:
-            result = generated_answer(question, documents, model, settings)
-        return replace(result, seconds=time.perf_counter() - started)
+        return answer_documents(inputs["question"], inputs["documents"], model, settings)
 
     return RunnableParallel(question=RunnablePassthrough(), documents=retriever) | RunnableLambda(answer, name="answer")

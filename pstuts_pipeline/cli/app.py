@@ -325,6 +325,32 @@ def ask(
     print(f"({answer.model or 'extractive'}, {answer.seconds:.1f} s)")
 
 
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Address to listen on (anything but loopback exposes the page).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
+) -> None:
+    """The learner's ask page and its JSON API: answers that play the video from the cited moment (docs/serving.md)."""
+    import uvicorn
+
+    from pstuts_pipeline.web.app import create_app
+    from pstuts_pipeline.web.engine import Engine
+
+    engine = Engine.from_resources(_definitions().resources)
+    with console.status("loading the embedder"):
+        engine.warm_up()
+    status = engine.status()
+    console.print(status.problem or f"{status.points} chunks in {status.collection!r}; answers: {status.answers}")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        console.print(
+            f"[yellow]listening on {escape(host)}: the page has no login, anyone who reaches it can ask[/yellow]"
+        )
+    console.print(f"ask page on http://{escape(host)}:{port}/  (API schema: /openapi.json)")
+    uvicorn.run(create_app(engine), host=host, port=port, log_level="warning")
+
+
 def _evaluate_answers(questions: list, sample: int, top_k: int, as_json: bool) -> None:
     from pstuts_pipeline.answers import metrics as answer_metrics
 
