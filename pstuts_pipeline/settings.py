@@ -1,7 +1,7 @@
 """The project's configuration from environment variables: the one module that reads them, each with its default.
 
 Resource fields are filled from here by `resources.resources_from_env` (the settings the UI shows per resource);
-process-wide settings (paths, schedule, run size) are the functions below. README's configuration table lists
+process-wide settings (paths, schedule, run size) are the functions below. docs/configuration.md's table lists
 every one. Nothing is read at import time: each function reads the environment when called.
 """
 

@@ -1,5 +1,5 @@
-"""Configuration in one place: settings.py alone reads the environment, README's table lists every variable the
-code reads, and secrets reach resources as dg.EnvVar (the UI shows their source, never their value)."""
+"""Configuration in one place: settings.py alone reads the environment, docs/configuration.md's table lists every
+variable the code reads, and secrets reach resources as dg.EnvVar (the UI shows their source, never their value)."""
 
 import ast
 import os
@@ -14,7 +14,7 @@ from pstuts_pipeline import settings
 from pstuts_pipeline.defs.resources import resources_from_env
 
 PACKAGE = Path(settings.__file__).parent
-README = PACKAGE.parent / "README.md"
+CONFIGURATION = PACKAGE.parent / "docs" / "configuration.md"
 # Setting up the process, not reading a setting: DAGSTER_HOME for the processes the CLI starts.
 WRITES = {"cli/app.py", "defs/instance.py"}
 
@@ -50,10 +50,10 @@ def variable_names(path: Path) -> set[str]:
     }
 
 
-def test_every_variable_the_code_reads_is_in_the_readme_table():
+def test_every_variable_the_code_reads_is_in_the_configuration_table():
     names = set().union(*(variable_names(path) for path in PACKAGE.rglob("*.py")))
     assert {"PSTUTS_EMBEDDING_CACHE_DIR", "PSTUTS_REINGEST_CRON", "PSTUTS_TUNED_MODELS_DIR", "OPENAI_API_KEY"} <= names
-    table = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", README.read_text(), flags=re.MULTILINE))
+    table = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", CONFIGURATION.read_text(encoding="utf-8"), flags=re.MULTILINE))
     # The PostgreSQL password is read by deploy/dagster.yaml, and documented with it.
     assert sorted(names - table - {"DAGSTER_PG_PASSWORD"}) == []
 

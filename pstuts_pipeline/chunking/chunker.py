@@ -33,7 +33,7 @@ class ChunkerSettings:
     breakpoint_threshold_type: str = "percentile"
     breakpoint_threshold_amount: float | None = None
     # 0: the chunker embeds bare phrases, the very texts the phrase vectors need, so they cost nothing twice;
-    # on train + dev that ingests 1.5x faster than Kamradt's 1 and retrieves as well (see the README).
+    # on train + dev that ingests 1.5x faster than Kamradt's 1 and retrieves as well (docs/benchmarks.md).
     buffer_size: int = 0
     max_tokens: int = 256
     min_tokens: int = 8

@@ -286,7 +286,7 @@ class ChatModelResource(dg.ConfigurableResource):
 
 
 def resources_from_env() -> dict[str, dg.ConfigurableResource]:
-    """Every resource, configured from the environment variables listed in the README; secrets as dg.EnvVar.
+    """Every resource, configured from the environment variables in docs/configuration.md; secrets as dg.EnvVar.
 
     A secret given as dg.EnvVar shows in the UI as "from OPENAI_API_KEY" (its value never enters the run config).
     """

@@ -17,7 +17,7 @@ import numpy as np
 
 from pstuts_pipeline.settings import offline_model_hub
 
-# Measured on dev, see the README's Reranker section.
+# Measured on dev, see docs/benchmarks.md, "Reranker".
 DEPTH = 10
 PHRASES_PER_CHUNK = 2
 WEIGHT = 1.0
