@@ -32,10 +32,10 @@ dev: setup
 check: lint
 	$(BIN)/pytest -m "not slow" -n 2
 
-# The whole suite: the fast tier first (a broken build fails in minutes), then the slow tier on two workers
-# (pytest-xdist, one test file per worker: files share their module-scoped ingests).
+# The whole suite: the fast tier first (a broken build fails in minutes), then the slow tier in one process (its
+# tests start servers, Dagster processes and kill ingests; a run of it on two xdist workers lost its controller).
 test: check
-	$(BIN)/pytest -m slow -n 2 --dist loadfile
+	$(BIN)/pytest -m slow
 
 # ruff (rules in pyproject.toml): lint, and the formatting check; `ruff format .` rewrites.
 lint: setup
