@@ -14,6 +14,7 @@ and a load refuses a file whose sha256 differs. onnxruntime and torch are import
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -182,7 +183,8 @@ class OnnxModel:
         from tokenizers import Tokenizer
 
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
+        # As many threads as this process may use, like torch (onnxruntime's own default counts physical cores).
+        options.intra_op_num_threads = threads or len(os.sched_getaffinity(0))
         # No busy-waiting between calls: on a shared CPU the spinning threads take time from everyone else.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = onnxruntime.InferenceSession(
