@@ -1,5 +1,6 @@
-"""The embedding backends side by side in one run: torch, onnx, onnx-int8 (PSTUTS_EMBEDDING_BACKEND, and the same
-backend for the reranker, PSTUTS_RERANKER_BACKEND).
+"""The local model backends side by side in one run: torch, onnx and onnx-int8, for the embedder and the reranker.
+
+Each column sets PSTUTS_EMBEDDING_BACKEND and PSTUTS_RERANKER_BACKEND to its backend.
 
 Run from the checkout:  .venv/bin/python -m benchmarks.embedding_backends [--reranker DIR] [--json out.json]
 
