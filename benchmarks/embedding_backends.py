@@ -56,7 +56,7 @@ def texts_per_second(model, texts: list[str]) -> float:  # noqa: ANN001 - a Lang
     return round(len(texts) / (time.perf_counter() - started), 1)
 
 
-def one_backend(backend: str, storage: Path, reranker_folder: str, latency_sample: int) -> dict:
+def one_backend(backend: str, storage: Path, reranker_folder: str, latency_sample: int, quick: bool = False) -> dict:
     """Everything measured in this process for one backend (run as a child: its peak RSS is its own)."""
     from benchmarks.rerank_benchmark import measure
     from benchmarks.tune_embedder import ingest_collection
@@ -74,7 +74,7 @@ def one_backend(backend: str, storage: Path, reranker_folder: str, latency_sampl
     model.embed_documents(["warm up"])
     row: dict = {"load_s": round(time.perf_counter() - started, 2)}
     row["phrases_per_s"] = texts_per_second(model, phrases)
-    row["windows_per_s"] = texts_per_second(model, windows)
+    row["windows_per_s"] = None if quick else texts_per_second(model, windows)
 
     data_dir = storage / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -93,7 +93,9 @@ def one_backend(backend: str, storage: Path, reranker_folder: str, latency_sampl
     asked = evaluation.load_questions(FILES[:1])
     reranker = reranking.load_reranker(reranker_folder, reranking.RerankSettings(), backend)
     for suffix, used in (("", None), ("+rerank", reranker)):
-        metrics = measure(defs, questions, asked, used, latency_sample)
+        # --quick: with the reranker, only its latency (on the timed sample), not the dev metrics of all questions.
+        asked_here = questions[:latency_sample] if quick and used else questions
+        metrics = measure(defs, asked_here, asked, used, latency_sample)
         row.update({f"{name}{suffix}": value for name, value in metrics.items()})
     row["questions"] = len(questions)
     row["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -136,7 +138,13 @@ def table(results: dict) -> str:
     lines = ["| | " + " | ".join(rows) + " |", "|---|" + "---:|" * len(rows)]
 
     def line(label: str, value) -> None:  # noqa: ANN001
-        lines.append(f"| {label} | " + " | ".join(value(r) for r in rows.values()) + " |")
+        def shown(row: dict) -> str:
+            try:
+                return value(row)
+            except (KeyError, TypeError):  # not measured in this run (--no-cli, --quick)
+                return "-"
+
+        lines.append(f"| {label} | " + " | ".join(shown(r) for r in rows.values()) + " |")
 
     line("model load, warm (s)", lambda r: f"{r['load_s']:.1f}")
     for key, label in (("phrases", "phrases"), ("windows", "3-phrase windows (chunker)"), ("chunks", "chunks")):
@@ -164,12 +172,22 @@ def main() -> None:
     parser.add_argument("--reranker", type=Path, help="A reranker folder (default: an untrained one, latency only).")
     parser.add_argument("--latency-sample", type=int, default=100, help="Questions timed one at a time.")
     parser.add_argument("--json", type=Path, help="Also write the results here.")
+    parser.add_argument(
+        "--no-cli",
+        action="store_true",
+        help="Skip the reference script and the `pstuts ingest` / `pstuts search` processes (in-process figures only).",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="For a busy machine: one reference run, no window texts/s, reranker latency only (not its dev metrics).",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: one backend's in-process measurements
     parser.add_argument("--storage", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.child:
-        row = one_backend(args.child, args.storage, str(args.reranker), args.latency_sample)
+        row = one_backend(args.child, args.storage, str(args.reranker), args.latency_sample, args.quick)
         args.json.write_text(json.dumps(row))
         return
 
@@ -181,25 +199,28 @@ def main() -> None:
     results: dict = {"machine": machine(), "code": code_info, "load_before": load(), "reranker": str(reranker_folder)}
     results["export_s"] = export_all(onnx_dir, reranker_folder)
     print(f"exports: {results['export_s']}", flush=True)
-    references = [reference(code / "reference_ingest.py", FILES, root, "reference_before").seconds]
-    print(f"reference {references[-1]:.1f}s", flush=True)
+    references = (
+        [] if args.no_cli else [reference(code / "reference_ingest.py", FILES, root, "reference_before").seconds]
+    )
+    print(f"reference {references}s", flush=True)
     results["backends"] = {}
     for backend in args.backends:
         out = root / f"{backend}.json"
         command = [sys.executable, "-m", "benchmarks.embedding_backends", "--child", backend, "--json", str(out)]
         command += ["--storage", str(root / f"inproc_{backend}"), "--reranker", str(reranker_folder)]
-        command += ["--latency-sample", str(args.latency_sample)]
+        command += ["--latency-sample", str(args.latency_sample)] + (["--quick"] if args.quick else [])
         subprocess.run(command, check=True, cwd=Path(__file__).resolve().parents[1])
-        row = json.loads(out.read_text()) | cli_runs(root, onnx_dir, backend)
+        row = json.loads(out.read_text()) | ({} if args.no_cli else cli_runs(root, onnx_dir, backend))
         results["backends"][backend] = row
         print(backend, json.dumps(row), flush=True)
-    references.append(reference(code / "reference_ingest.py", FILES, root, "reference_after").seconds)
+    if not (args.quick or args.no_cli):
+        references.append(reference(code / "reference_ingest.py", FILES, root, "reference_after").seconds)
     results["reference_runs_s"] = references
-    results["reference_s"] = round(sum(references) / len(references), 2)
+    results["reference_s"] = round(sum(references) / len(references), 2) if references else None
     results["load_after"] = load()
     print(
         f"\n{time.strftime('%Y-%m-%d %H:%M')}; machine {results['machine']}; load avg before {results['load_before']}, "
-        f"after {results['load_after']}; reference script {references} s (median of 2 = mean); exports {results['export_s']}\n"
+        f"after {results['load_after']}; reference script runs {references} s; exports {results['export_s']}\n"
     )
     print(table(results))
     if args.json:
