@@ -146,7 +146,7 @@ def table(results: dict) -> str:
 
         lines.append(f"| {label} | " + " | ".join(shown(r) for r in rows.values()) + " |")
 
-    line("model load, warm (s)", lambda r: f"{r['load_s']:.1f}")
+    line("model load + first text, new process (s)", lambda r: f"{r['load_s']:.1f}")
     for key, label in (("phrases", "phrases"), ("windows", "3-phrase windows (chunker)"), ("chunks", "chunks")):
         line(f"{label}, texts/s", lambda r, key=key: f"{r[f'{key}_per_s']:.0f}")
     line("`pstuts ingest` fresh (s)", lambda r: f"{r['fresh_s']:.1f}")
