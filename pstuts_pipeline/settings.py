@@ -58,6 +58,26 @@ def rerankers_dir() -> Path:
     return Path(env("PSTUTS_RERANKERS_DIR") or storage_dir() / "rerankers")
 
 
+# How the local models run: PyTorch in float32, or ONNX Runtime on an export of the same weights (docs/embedding-backends.md).
+BACKENDS = ("torch", "onnx", "onnx-int8")
+DEFAULT_BACKEND = "torch"
+
+
+def embedding_backend() -> str:
+    """How the local embedding model runs (PSTUTS_EMBEDDING_BACKEND): torch, onnx or onnx-int8."""
+    return env("PSTUTS_EMBEDDING_BACKEND") or DEFAULT_BACKEND
+
+
+def reranker_backend() -> str:
+    """How the reranker runs (PSTUTS_RERANKER_BACKEND): torch, onnx or onnx-int8."""
+    return env("PSTUTS_RERANKER_BACKEND") or DEFAULT_BACKEND
+
+
+def onnx_models_dir() -> Path:
+    """Where ONNX exports of the local models are made on first use (PSTUTS_ONNX_MODELS_DIR)."""
+    return Path(env("PSTUTS_ONNX_MODELS_DIR") or storage_dir() / "onnx_models")
+
+
 def io_path() -> str:
     """Where intermediate assets are stored (PSTUTS_IO_PATH; empty: io/ under the storage dir)."""
     return env("PSTUTS_IO_PATH")

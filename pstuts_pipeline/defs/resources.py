@@ -20,7 +20,16 @@ from pstuts_pipeline.answers.chat import ChatSettings
 from pstuts_pipeline.chunking.chunker import ChunkerSettings
 from pstuts_pipeline.redaction import redact
 from pstuts_pipeline.search import reranking
-from pstuts_pipeline.settings import data_dir, env, env_int, env_set, storage_dir
+from pstuts_pipeline.settings import (
+    DEFAULT_BACKEND,
+    data_dir,
+    embedding_backend,
+    env,
+    env_int,
+    env_set,
+    reranker_backend,
+    storage_dir,
+)
 from pstuts_pipeline.training import reranker as reranker_training
 
 if TYPE_CHECKING:  # imported when a client is made: it costs a second, which `pstuts ingest` with nothing to do saves
@@ -53,6 +62,10 @@ class EmbeddingsResource(dg.ConfigurableResource):
         default="float32",
         description="Local models: 'float32', or 'bfloat16' (twice as fast on AMX/AVX-512 CPUs; another model id).",
     )
+    backend: str = Field(
+        default=DEFAULT_BACKEND,
+        description="Local models: 'torch', 'onnx' or 'onnx-int8' (ONNX Runtime on an export; another model id).",
+    )
     cache_dir: str | None = Field(
         default=None, description="Embedding cache folder (empty string disables; default under the storage dir)."
     )
@@ -64,7 +77,7 @@ class EmbeddingsResource(dg.ConfigurableResource):
     @property
     def spec(self) -> embedding.EmbeddingSpec:
         return embedding.EmbeddingSpec(
-            self.provider, self.model, self.openai_base_url or None, self.batch_size, self.precision
+            self.provider, self.model, self.openai_base_url or None, self.batch_size, self.precision, self.backend
         )
 
     @property
@@ -144,12 +157,15 @@ class RerankerResource(dg.ConfigurableResource):
     depth: int = Field(default=reranking.DEPTH, ge=1, description="First-stage candidates rescored per question.")
     phrases: int = Field(default=reranking.PHRASES_PER_CHUNK, ge=1, description="Phrases of each candidate it reads.")
     weight: float = Field(default=reranking.WEIGHT, description="Weight of its standardised score in the sum.")
+    backend: str = Field(default=DEFAULT_BACKEND, description="'torch', 'onnx' or 'onnx-int8'.")
 
     def get(self) -> reranking.Reranker | None:
         """The reranker, loaded once per process, or None when none is configured."""
         if not self.model:
             return None
-        return reranking.load_reranker(self.model, reranking.RerankSettings(self.depth, self.phrases, self.weight))
+        return reranking.load_reranker(
+            self.model, reranking.RerankSettings(self.depth, self.phrases, self.weight), self.backend
+        )
 
 
 class ChunkerResource(dg.ConfigurableResource):
@@ -298,6 +314,7 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
             openai_base_url=env("OPENAI_BASE_URL") or None,
             batch_size=env_int("PSTUTS_EMBEDDING_BATCH_SIZE", 32),
             precision=env("PSTUTS_EMBEDDING_PRECISION", "float32"),
+            backend=embedding_backend(),
             # Set but empty turns the cache off; unset keeps the default folder.
             cache_dir=env("PSTUTS_EMBEDDING_CACHE_DIR") if env_set("PSTUTS_EMBEDDING_CACHE_DIR") else None,
             openai_api_key=dg.EnvVar("OPENAI_API_KEY") if env("OPENAI_API_KEY") else None,
@@ -306,6 +323,7 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
             model=reranker_training.resolve_reranker(env("PSTUTS_RERANKER")),
             depth=env_int("PSTUTS_RERANK_DEPTH", reranking.DEPTH),
             phrases=env_int("PSTUTS_RERANK_PHRASES", reranking.PHRASES_PER_CHUNK),
+            backend=reranker_backend(),
         ),
         "chunker": ChunkerResource(
             buffer_size=env_int("PSTUTS_CHUNKER_BUFFER_SIZE", ChunkerSettings.buffer_size),
