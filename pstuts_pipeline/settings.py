@@ -133,3 +133,68 @@ def max_videos_per_run() -> int:
     if limit < 1:
         raise ValueError(f"environment variable PSTUTS_MAX_VIDEOS_PER_RUN is {limit}; it must be at least 1")
     return limit
+
+
+def env_limit(name: str, default: int, minimum: int = 1) -> int:
+    """A positive integer limit from the environment; a value below `minimum` is refused naming the variable."""
+    limit = env_int(name, default)
+    if limit < minimum:
+        raise ValueError(f"environment variable {name} is {limit}; it must be at least {minimum}")
+    return limit
+
+
+def env_seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment, refused naming the variable when it is not one."""
+    value = os.environ.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"environment variable {name} is {value!r}, not a number of seconds") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"environment variable {name} is {value!r}; it must be a positive number of seconds")
+    return seconds
+
+
+def max_file_bytes() -> int:
+    """The largest source file read (PSTUTS_MAX_FILE_BYTES, default 64 MB): a bigger one is refused unread."""
+    return env_limit("PSTUTS_MAX_FILE_BYTES", 64 << 20)
+
+
+def read_timeout_seconds() -> float:
+    """How long reading one source file may take (PSTUTS_READ_TIMEOUT_S, default 60): a stalled mount fails it."""
+    return env_seconds("PSTUTS_READ_TIMEOUT_S", 60.0)
+
+
+def max_phrases_per_video() -> int:
+    """The most phrases (or caption cues) one video may hold (PSTUTS_MAX_PHRASES_PER_VIDEO, default 100,000)."""
+    return env_limit("PSTUTS_MAX_PHRASES_PER_VIDEO", 100_000)
+
+
+def max_phrase_chars() -> int:
+    """The longest phrase, question or answer, in characters (PSTUTS_MAX_PHRASE_CHARS, default 1,000,000)."""
+    return env_limit("PSTUTS_MAX_PHRASE_CHARS", 1_000_000)
+
+
+def max_field_chars() -> int:
+    """The longest title, description or url, in characters (PSTUTS_MAX_FIELD_CHARS, default 4,096).
+
+    Every phrase, chunk and point of a video carries these fields, so they cost their length many times over.
+    """
+    return env_limit("PSTUTS_MAX_FIELD_CHARS", 4096)
+
+
+# Fewer tokens than this leave a chunk no room for words beside the model's special tokens.
+MIN_CHUNK_TOKENS_CAP = 16
+
+
+def max_chunk_tokens() -> int:
+    """The cap on a chunk's tokens (PSTUTS_MAX_CHUNK_TOKENS; 0, the default, is the model's input window)."""
+    cap = env_int("PSTUTS_MAX_CHUNK_TOKENS", 0)
+    if cap != 0 and cap < MIN_CHUNK_TOKENS_CAP:
+        raise ValueError(
+            f"environment variable PSTUTS_MAX_CHUNK_TOKENS is {cap}; it must be 0 (the model's window) or at least "
+            f"{MIN_CHUNK_TOKENS_CAP}, room for a few words beside the model's special tokens"
+        )
+    return cap

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from pstuts_pipeline import settings
 from pstuts_pipeline.defs.resources import resources_from_env
@@ -82,3 +83,21 @@ def test_importing_the_code_location_reads_no_setting():
     loaded = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert loaded.stdout.strip() == "imported"
     assert loaded.returncode != 0 and "PSTUTS_EMBEDDING_PROVIDER" in loaded.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        (
+            "PSTUTS_MAX_CHUNK_TOKENS",
+            "1",
+            "PSTUTS_MAX_CHUNK_TOKENS is 1; it must be 0 (the model's window) or at least 16",
+        ),
+        ("PSTUTS_CHUNKER_BUFFER_SIZE", "-1", "PSTUTS_CHUNKER_BUFFER_SIZE is -1; it must be at least 0"),
+        ("PSTUTS_MIN_CHUNK_TOKENS", "-3", "PSTUTS_MIN_CHUNK_TOKENS is -3; it must be at least 0"),
+    ],
+)
+def test_chunker_settings_that_cannot_work_are_refused_naming_the_variable(monkeypatch, name, value, message):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        resources_from_env()

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pstuts_pipeline.redaction import redact
+from pstuts_pipeline.text_safety import printable, safe_link
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -25,8 +26,6 @@ app = typer.Typer(
 )
 console = Console(stderr=True)
 WORD = re.compile(r"\w")
-# C0 and C1 control characters but newline and tab: ESC starts the terminal's escape sequences.
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 TrainFiles = Annotated[list[Path], typer.Option("--train", help="PsTuts-VQA-format file to train on (repeatable).")]
@@ -74,7 +73,7 @@ def ingest(
             report = run_ingest(defs, instance, only=video, force=force, on_progress=lambda m: status.update(m))
     plan = report.plan
     for line in report.reclaimed:
-        console.print(f"[yellow]reclaimed[/yellow] {escape(line)}")
+        console.print(f"[yellow]reclaimed[/yellow] {escape(printable(line))}")
     table = Table(title="pstuts ingest", show_header=False)
     table.add_row("videos ingested", str(len(plan.to_ingest)))
     table.add_row("videos unchanged (skipped)", str(len(plan.unchanged)))
@@ -211,10 +210,42 @@ def tune_reranker(
 
 
 def _require_collection(client: "QdrantClient", collection: str) -> None:
-    """Stop with a hint, not a Qdrant traceback, when nothing was ingested yet."""
-    if not client.collection_exists(collection):
-        console.print(f"collection {collection!r} does not exist yet: run `pstuts ingest` first")
+    """Stop with a hint when the collection is missing, empty or unreadable: none of these is "no matches"."""
+    name = printable(repr(collection))
+    try:
+        exists = client.collection_exists(collection)
+        points = client.count(collection, exact=True).count if exists else 0
+    except Exception as error:  # noqa: BLE001 - any storage error: say it is the collection, not the question
+        _print_error(
+            "error:",
+            f"collection {collection!r} cannot be read ({type(error).__name__}: {error}): the store looks damaged; "
+            "re-create it with `pstuts ingest --force` (or restore a backup of the Qdrant folder)",
+        )
+        raise typer.Exit(1) from None
+    if not exists:
+        console.print(f"collection {escape(name)} does not exist yet: run `pstuts ingest` first", soft_wrap=True)
         raise typer.Exit(1)
+    if points == 0:
+        console.print(
+            f"collection {escape(name)} is empty (its store may have been emptied or damaged): "
+            "run `pstuts ingest --force` to fill it again",
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
+
+
+def _utf8_question(question: str) -> str:
+    """A question typed in another encoding arrives with undecodable bytes as surrogates: refuse it by name."""
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as error:
+        console.print(
+            f"the question is not UTF-8 text (byte {error.start} cannot be read): set a UTF-8 locale, "
+            "or give the question in UTF-8",
+            soft_wrap=True,
+        )
+        raise typer.Exit(2) from None
+    return question
 
 
 def _print_results(question: str, results: list, as_json: bool) -> None:
@@ -223,16 +254,11 @@ def _print_results(question: str, results: list, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"question": question, "results": [r.as_json() for r in results]}), flush=True)
         return
-    print(f"\n? {_printable(question)}")
+    print(f"\n? {printable(question)}")
     for rank, r in enumerate(results, 1):
-        print(f"{rank}. {_printable(r.title)}  [{mmss(r.link_time)}]  score {r.score:.3f}")
-        print(f"   {_printable(r.link)}")
-        print(f"   chunk {mmss(r.start)}-{mmss(r.stop)}: {_printable(_snippet(r.text, r.link_sentence))}")
-
-
-def _printable(text: str) -> str:
-    """Text from the data with control characters shown as escapes: a title must not drive the terminal."""
-    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+        print(f"{rank}. {printable(r.title)}  [{mmss(r.link_time)}]  score {r.score:.3f}")
+        print(f"   {safe_link(r.link)}")
+        print(f"   chunk {mmss(r.start)}-{mmss(r.stop)}: {printable(_snippet(r.text, r.link_sentence))}")
 
 
 def _snippet(text: str, sentence: str, width: int = 400) -> str:
@@ -260,11 +286,12 @@ def search(
         console.print("give either a QUESTION or --questions FILE")
         raise typer.Exit(2)
     asked = [question] if question is not None else [q.strip() for q in questions.read_text().splitlines() if q.strip()]
+    asked = [_utf8_question(q) for q in asked]
     wordless = [q for q in asked if not WORD.search(q)]
     if wordless or not asked:
         # Without a word to match, search would return the collection's first chunks as if they were answers.
         console.print(
-            f"a question needs at least one word; got {_printable(repr(wordless[0])) if wordless else 'none'}",
+            f"a question needs at least one word; got {escape(printable(repr(wordless[0]))) if wordless else 'none'}",
             soft_wrap=True,
         )
         raise typer.Exit(2)
@@ -296,9 +323,11 @@ def ask(
     from pstuts_pipeline.answers.answering import answer_chain, mmss
     from pstuts_pipeline.search.langchain_retriever import PstutsRetriever
 
+    question = _utf8_question(question)
     resources = _definitions().resources
     embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
-    with qdrant.get_client() as client:
+    # Answering only reads the collection: a read-only folder opens as it does for `search`.
+    with qdrant.get_client(read_only=True) as client:
         _require_collection(client, qdrant.collection)
         retriever = PstutsRetriever(
             client=client,
@@ -309,20 +338,22 @@ def ask(
         )
         answer = answer_chain(retriever, settings).invoke(question)
     if answer.error:
-        console.print(f"[red]chat failed, extractive answer given:[/red] {escape(answer.error)}")
+        _print_error("chat failed, extractive answer given:", answer.error)
     elif not settings.enabled:
         console.print(HOW_TO_GENERATE, soft_wrap=True)
     for note in answer.notes:
-        console.print(note)
+        console.print(escape(printable(redact(note))), soft_wrap=True)
     if answer.invented_citations:
         console.print(f"{answer.invented_citations} invented citation(s) removed from the answer")
     if as_json:
         print(json.dumps(answer.as_json()), flush=True)
         return
-    print(f"\n? {question}\n{answer.answer}")
+    # The answer may run over several lines; each line is escaped, so none can carry a terminal sequence.
+    body = "\n".join(printable(line) for line in answer.answer.splitlines())
+    print(f"\n? {printable(question)}\n{body}")
     for citation in answer.citations:
-        print(f"  [{mmss(citation.time)}] {citation.title}  {citation.link}")
-    print(f"({answer.model or 'extractive'}, {answer.seconds:.1f} s)")
+        print(f"  [{mmss(citation.time)}] {printable(citation.title)}  {safe_link(citation.link)}")
+    print(f"({printable(answer.model or 'extractive')}, {answer.seconds:.1f} s)")
 
 
 @app.command()
@@ -457,7 +488,7 @@ def describe_error(exc: BaseException) -> str:
 
 def _print_error(label: str, text: str) -> None:
     """An error as one unwrapped line (however wide the terminal, or none), secrets and control characters removed."""
-    console.print(f"[red]{escape(label)}[/red] {escape(_printable(redact(text)))}", soft_wrap=True)
+    console.print(f"[red]{escape(label)}[/red] {escape(printable(redact(text)))}", soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -27,12 +27,39 @@ def _document_fields(document: Document) -> dict[str, Any]:
     return {"page_content": document.page_content, "metadata": document.metadata, "id": document.id}
 
 
+def _shared_documents(documents: list[Document]) -> dict[str, Any]:
+    """Documents with the metadata every one of them holds alike (the video's title, url...) stored once.
+
+    Per phrase, a 1 MB title made a 100-phrase video's file 100 MB; now it costs its size once, on disk and, as
+    the loaded documents share the one value, in memory.
+    """
+    first = documents[0].metadata
+    shared = {k: v for k, v in first.items() if all(k in d.metadata and d.metadata[k] == v for d in documents)}
+    return {
+        "shared": shared,
+        "documents": [
+            {**_document_fields(d), "metadata": {k: v for k, v in d.metadata.items() if k not in shared}}
+            for d in documents
+        ],
+    }
+
+
+def _documents_from_shared(value: dict[str, Any]) -> list[Document]:
+    shared = value["shared"]
+    return [
+        Document(page_content=v["page_content"], metadata={**shared, **v["metadata"]}, id=v.get("id"))
+        for v in value["documents"]
+    ]
+
+
 # shape -> (how to turn a stored value back into an object); plain JSON values are stored as they are.
 DECODERS: dict[str, Callable[[Any], Any]] = {
     "json": lambda value: value,
     "SourceVideo": SourceVideo.from_json,
     "Document": _document,
+    # Written before 2026-12-04 (video fields repeated per document): still read.
     "list[Document]": lambda values: [_document(v) for v in values],
+    "list[Document]/shared": _documents_from_shared,
 }
 
 
@@ -43,7 +70,7 @@ def encode(value: Any) -> str:
     elif isinstance(value, Document):
         shape, data = "Document", _document_fields(value)
     elif isinstance(value, list) and value and all(isinstance(v, Document) for v in value):
-        shape, data = "list[Document]", [_document_fields(v) for v in value]
+        shape, data = "list[Document]/shared", _shared_documents(value)
     else:
         shape, data = "json", value
     try:

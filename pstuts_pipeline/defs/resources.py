@@ -18,7 +18,7 @@ from pydantic import Field
 from pstuts_pipeline import embedding
 from pstuts_pipeline.answers.chat import ChatSettings
 from pstuts_pipeline.chunking.chunker import ChunkerSettings
-from pstuts_pipeline.redaction import redact
+from pstuts_pipeline.redaction import has_credentials, redact, strip_credentials
 from pstuts_pipeline.search import reranking
 from pstuts_pipeline.settings import (
     DEFAULT_BACKEND,
@@ -26,7 +26,9 @@ from pstuts_pipeline.settings import (
     embedding_backend,
     env,
     env_int,
+    env_limit,
     env_set,
+    max_chunk_tokens,
     reranker_backend,
     storage_dir,
 )
@@ -245,7 +247,8 @@ class QdrantResource(dg.ConfigurableResource):
             yield client
         except (ResponseHandlingException, UnexpectedResponse) as error:
             # "[Errno 111] Connection refused" alone does not say which server; the reply may echo the API key.
-            raise QdrantUnavailableError(f"Qdrant server at {self.url} (QDRANT_URL): {redact(str(error))}") from None
+            where = strip_credentials(self.url)
+            raise QdrantUnavailableError(f"Qdrant server at {where} (QDRANT_URL): {redact(str(error))}") from None
         finally:
             client.close()
 
@@ -301,6 +304,14 @@ class ChatModelResource(dg.ConfigurableResource):
         )
 
 
+def _url_setting(name: str) -> str | None:
+    """A URL setting; one that carries credentials goes in as dg.EnvVar, so Dagster stores its name, not them."""
+    value = env(name)
+    if not value:
+        return None
+    return dg.EnvVar(name) if has_credentials(value) else value
+
+
 def resources_from_env() -> dict[str, dg.ConfigurableResource]:
     """Every resource, configured from the environment variables in docs/configuration.md; secrets as dg.EnvVar.
 
@@ -311,7 +322,7 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
         "embeddings": EmbeddingsResource(
             provider=env("PSTUTS_EMBEDDING_PROVIDER", "local"),
             model=embedding.resolve_model(env("PSTUTS_EMBEDDING_MODEL")),
-            openai_base_url=env("OPENAI_BASE_URL") or None,
+            openai_base_url=_url_setting("OPENAI_BASE_URL"),
             batch_size=env_int("PSTUTS_EMBEDDING_BATCH_SIZE", 32),
             precision=env("PSTUTS_EMBEDDING_PRECISION", "float32"),
             backend=embedding_backend(),
@@ -326,19 +337,19 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
             backend=reranker_backend(),
         ),
         "chunker": ChunkerResource(
-            buffer_size=env_int("PSTUTS_CHUNKER_BUFFER_SIZE", ChunkerSettings.buffer_size),
-            max_chunk_tokens=env_int("PSTUTS_MAX_CHUNK_TOKENS", 0),
-            min_chunk_tokens=env_int("PSTUTS_MIN_CHUNK_TOKENS", 8),
+            buffer_size=env_limit("PSTUTS_CHUNKER_BUFFER_SIZE", ChunkerSettings.buffer_size, minimum=0),
+            max_chunk_tokens=max_chunk_tokens(),
+            min_chunk_tokens=env_limit("PSTUTS_MIN_CHUNK_TOKENS", 8, minimum=0),
         ),
         "qdrant": QdrantResource(
             path=env("PSTUTS_QDRANT_PATH"),
-            url=env("QDRANT_URL") or None,
+            url=_url_setting("QDRANT_URL"),
             api_key=dg.EnvVar("QDRANT_API_KEY") if env("QDRANT_API_KEY") else None,
             collection=env("PSTUTS_COLLECTION", "pstuts_transcripts"),
         ),
         "chat_model": ChatModelResource(
             model=env("PSTUTS_CHAT_MODEL"),
-            base_url=env("PSTUTS_CHAT_BASE_URL") or env("OPENAI_BASE_URL") or None,
+            base_url=_url_setting("PSTUTS_CHAT_BASE_URL") or _url_setting("OPENAI_BASE_URL"),
             api_key=next((dg.EnvVar(k) for k in ("PSTUTS_CHAT_API_KEY", "OPENAI_API_KEY") if env(k)), None),
             timeout_s=float(env("PSTUTS_CHAT_TIMEOUT_S") or 60),
             max_tokens=env_int("PSTUTS_CHAT_MAX_TOKENS", 120),

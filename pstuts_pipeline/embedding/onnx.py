@@ -27,6 +27,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from pstuts_pipeline.embedding import models
+from pstuts_pipeline.embedding.checksums import sha256_file
 from pstuts_pipeline.settings import BACKENDS
 
 MANIFEST = "pstuts_onnx.json"

@@ -82,3 +82,26 @@ def test_a_crafted_pickle_is_never_loaded_and_the_error_says_why(tmp_path):
     stored = sorted(p.relative_to(io_path).as_posix() for p in io_path.rglob("*.json"))
     assert stored == ["full_transcripts/9001.json", "phrase_documents/9001.json", "raw_transcripts/9001.json"]
     assert decode((io_path / "full_transcripts" / "9001.json").read_text(), "f").metadata["video_id"] == 9001
+
+
+def test_video_fields_are_stored_once_per_file_not_once_per_phrase():
+    title = "T" * 1_000_000
+    documents = [
+        Document(page_content=f"Phrase {i}.", metadata={"video_id": 9001, "title": title, "sent_id": i})
+        for i in range(100)
+    ]
+    text = encode(documents)
+    assert len(text) < 1_100_000  # was 100 MB: the title once per phrase
+    loaded = decode(text, "test")
+    assert loaded == documents
+    assert all(d.metadata["title"] is loaded[0].metadata["title"] for d in loaded)  # one copy in memory too
+
+
+def test_documents_written_before_the_shared_shape_are_still_read():
+    document = Document(page_content="Crop it.", metadata={"video_id": 9001, "title": "Crop"})
+    old = {
+        "format": "pstuts-io/1",
+        "shape": "list[Document]",
+        "value": [{"page_content": "Crop it.", "metadata": document.metadata, "id": None}],
+    }
+    assert decode(json.dumps(old), "old.json") == [document]
