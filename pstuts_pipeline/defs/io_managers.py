@@ -13,6 +13,8 @@ from langchain_core.documents import Document
 from pydantic import Field
 from upath import UPath
 
+from pstuts_pipeline.chunking.chunker import TimedChunk
+from pstuts_pipeline.chunking.transcripts import Phrase
 from pstuts_pipeline.settings import storage_dir
 from pstuts_pipeline.sources import SourceVideo
 
@@ -27,12 +29,21 @@ def _document_fields(document: Document) -> dict[str, Any]:
     return {"page_content": document.page_content, "metadata": document.metadata, "id": document.id}
 
 
+def _timed_chunk(value: dict[str, Any]) -> TimedChunk:
+    return TimedChunk(value["index"], tuple(Phrase(*p) for p in value["phrases"]))
+
+
+def _timed_chunk_fields(chunk: TimedChunk) -> dict[str, Any]:
+    return {"index": chunk.index, "phrases": [[p.sent_id, p.text, p.begin, p.end] for p in chunk.phrases]}
+
+
 # shape -> (how to turn a stored value back into an object); plain JSON values are stored as they are.
 DECODERS: dict[str, Callable[[Any], Any]] = {
     "json": lambda value: value,
     "SourceVideo": SourceVideo.from_json,
     "Document": _document,
     "list[Document]": lambda values: [_document(v) for v in values],
+    "list[TimedChunk]": lambda values: [_timed_chunk(v) for v in values],
 }
 
 
@@ -44,6 +55,8 @@ def encode(value: Any) -> str:
         shape, data = "Document", _document_fields(value)
     elif isinstance(value, list) and value and all(isinstance(v, Document) for v in value):
         shape, data = "list[Document]", [_document_fields(v) for v in value]
+    elif isinstance(value, list) and value and all(isinstance(v, TimedChunk) for v in value):
+        shape, data = "list[TimedChunk]", [_timed_chunk_fields(v) for v in value]
     else:
         shape, data = "json", value
     try:
