@@ -5,6 +5,7 @@ storage. Each file says which of a few known shapes it holds, and only those are
 """
 
 import json
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -65,14 +66,30 @@ def encode(value: Any) -> str:
         raise TypeError(f"cannot store a {type(value).__name__} as JSON: {error}") from None
 
 
-def decode(text: str, where: str) -> Any:
-    """The value a file holds; an unknown format or shape is refused, naming the file."""
+def shape_of(python_type: Any) -> str | None:
+    """The stored shape a value of this type is written as (e.g. list[TimedChunk]), or None when any shape may do."""
+    names = {SourceVideo: "SourceVideo", Document: "Document"}
+    if python_type in names:
+        return names[python_type]
+    if typing.get_origin(python_type) is list:
+        (item,) = typing.get_args(python_type)
+        return f"list[{item.__name__}]" if f"list[{getattr(item, '__name__', '')}]" in DECODERS else None
+    return None
+
+
+def decode(text: str, where: str, expected: str | None = None) -> Any:
+    """The value a file holds; an unknown format or shape, or not the `expected` one, is refused, naming the file."""
     try:
         stored = json.loads(text)
     except ValueError as error:
         raise ValueError(f"{where}: not a stored asset value ({error})") from None
     if not isinstance(stored, dict) or stored.get("format") != FORMAT or stored.get("shape") not in DECODERS:
         raise ValueError(f"{where}: not a {FORMAT} file (format or shape missing or unknown)")
+    if expected is not None and stored["shape"] != expected and stored["value"] != []:
+        # Timed chunks were stored as LangChain Documents before 2026-12-04.
+        raise ValueError(
+            f"{where}: written by an older version (a {stored['shape']}, not a {expected}); re-materialize its asset"
+        )
     try:
         return DECODERS[stored["shape"]](stored["value"])
     except (KeyError, TypeError) as error:
@@ -106,7 +123,7 @@ class PartitionedJsonIOManager(dg.ConfigurableIOManager):
             temporary.unlink(missing_ok=True)
             raise OSError(error.errno, f"cannot write {path} (PSTUTS_IO_PATH): {error.strerror or error}") from None
 
-    def _read(self, path: UPath) -> Any:
+    def _read(self, path: UPath, expected: str | None = None) -> Any:
         if not path.exists():
             old = path.with_suffix(".pkl")
             if old.exists():
@@ -116,7 +133,7 @@ class PartitionedJsonIOManager(dg.ConfigurableIOManager):
                     "re-materialize the upstream asset for this partition"
                 )
             raise FileNotFoundError(f"{path}: missing; materialize the upstream asset for this partition first")
-        return decode(path.read_text(encoding="utf-8"), str(path))
+        return decode(path.read_text(encoding="utf-8"), str(path), expected)
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
         if obj is None:
@@ -134,4 +151,8 @@ class PartitionedJsonIOManager(dg.ConfigurableIOManager):
         asset_key = context.asset_key
         if not context.has_asset_partitions:
             return self._read(self._path(asset_key, None))
-        return {key: self._read(self._path(asset_key, key)) for key in context.asset_partition_keys}
+        # The input is {partition: value}, as the consumer declares it: each file holds one value of the dict's value type.
+        wanted = context.dagster_type.typing_type
+        args = typing.get_args(wanted) if typing.get_origin(wanted) is dict else ()
+        expected = shape_of(args[1]) if len(args) == 2 else None
+        return {key: self._read(self._path(asset_key, key), expected) for key in context.asset_partition_keys}
