@@ -48,6 +48,7 @@ class SearchResult:
     chunk_index: int
     link_sent_id: int
     link_sentence: str
+    source_file: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,7 +94,8 @@ def fuse(rankings: Sequence[tuple[Sequence[models.ScoredPoint], float]]) -> list
 
 
 def _link(url: str, seconds: float) -> str:
-    return f"{url.split('#')[0]}#t={seconds:.1f}"
+    """The url at the moment (a media fragment); no url, no link: `#t=1.0` alone leads nowhere."""
+    return f"{url.split('#')[0]}#t={seconds:.1f}" if url else ""
 
 
 @dataclass
@@ -141,6 +143,7 @@ def to_result(found: Candidate) -> SearchResult:
         chunk_index=meta["chunk_index"],
         link_sent_id=meta["sent_ids"][choice],
         link_sentence=text[a:b],
+        source_file=meta.get("source_file", ""),
     )
 
 
