@@ -100,7 +100,7 @@ def test_without_a_sidecar_url_the_video_beside_the_captions_is_the_link(tmp_pat
     (tmp_path / "4242 - Sharpen.mp4").write_bytes(b"")
     url = read_one(path).url
     assert url == (tmp_path / "4242 - Sharpen.mp4").resolve().as_uri() and url.startswith("file:///")
-    assert retrieval._link(url, 5.0) == url + "#t=5.0" and retrieval._link("", 5.0) == ""
+    assert retrieval.moment_link(url, 5.0) == url + "#t=5.0" and retrieval.moment_link("", 5.0) == ""
     write(tmp_path, "4242 - Sharpen.toml", 'url = "https://x/5.mp4"\n')
     assert read_one(path).url == "https://x/5.mp4"  # the sidecar's url wins
 
