@@ -10,19 +10,25 @@ QUESTION ?= How do I open Free Transform?
 
 .PHONY: setup demo dev check test lint clean
 
+# Quiet unless V=1: pip's own warnings and setuptools' "Editable installation" banner (a Python warning in the build
+# backend, which inherits PYTHONWARNINGS) say nothing a user can act on; errors still show.
+PIP_QUIET := $(if $(V),,-qq)
+QUIET_ENV := $(if $(V),,PYTHONWARNINGS=ignore)
+VERBOSE := $(if $(V),-v,)
+
 $(BIN)/pstuts: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,postgres,chat]'
+	$(QUIET_ENV) $(BIN)/pip install $(PIP_QUIET) --upgrade pip
+	$(QUIET_ENV) $(BIN)/pip install $(PIP_QUIET) $(TORCH)
+	$(QUIET_ENV) $(BIN)/pip install $(PIP_QUIET) -c constraints.txt -e '.[dev,postgres,chat]'
 	touch $@
 
 setup: $(BIN)/pstuts
 
 demo: setup
-	$(BIN)/pstuts ingest
-	$(BIN)/pstuts search "$(QUESTION)" --top-k 3
-	$(BIN)/pstuts ask "$(QUESTION)"
+	$(BIN)/pstuts $(VERBOSE) ingest
+	$(BIN)/pstuts $(VERBOSE) search "$(QUESTION)" --top-k 3
+	$(BIN)/pstuts $(VERBOSE) ask "$(QUESTION)"
 
 # The UI, the folder sensor and the schedules, on the project's instance (.storage/dagster_home unless DAGSTER_HOME).
 dev: setup

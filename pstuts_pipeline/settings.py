@@ -112,6 +112,16 @@ def offline_model_hub() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def quiet_third_party() -> None:
+    """Before transformers loads, for `pstuts` without -v: no "Loading weights" bars, no library advice or warnings.
+
+    Kept as defaults: a user who sets any of these variables wins.
+    """
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
 def env_int(name: str, default: int) -> int:
     """An integer setting from the environment, with a clear error if it is not one."""
     value = os.environ.get(name)

@@ -2,9 +2,11 @@
 
 import functools
 import json
+import logging
 import os
 import re
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -25,6 +27,17 @@ app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Tutorial transcripts to a searchable Qdrant collection."
 )
 console = Console(stderr=True)
+# What a user waits for is the whole command, imports and model loading included, not only the work inside it.
+COMMAND_STARTED = time.perf_counter()
+_option_type = typer.core.TyperOption.display_type_rich
+
+
+def _flag_without_type(self: typer.core.TyperOption, ctx: "typer.Context") -> str | None:
+    """Typer 0.29 labels every flag `<bool>` in help, though a flag takes no value: show no type for flags."""
+    return None if self.is_flag else _option_type(self, ctx)
+
+
+typer.core.TyperOption.display_type_rich = _flag_without_type
 WORD = re.compile(r"\w")
 
 
@@ -33,7 +46,26 @@ DevFiles = Annotated[list[Path], typer.Option("--dev", help="File to validate on
 OutDir = Annotated[Path | None, typer.Option("--out", help="Parent folder of model versions.")]
 MaxSteps = Annotated[int, typer.Option(min=0, help="Cap on steps (0 = no cap).")]
 EvalSteps = Annotated[int, typer.Option(min=0, help="Evaluate on dev every N steps (0 = start and end).")]
-Threads = Annotated[int, typer.Option(min=1, help="Torch threads (1 is fastest on a shared CPU).")]
+Threads = Annotated[
+    int, typer.Option(min=1, help="Torch threads (default: all cores; 1 is fastest on a CPU busy with other work).")
+]
+# A user's machine is rarely shared: train on every core it gives this process.
+ALL_CORES = len(os.sched_getaffinity(0))
+
+
+@app.callback()
+def options(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show libraries' progress bars, banners and warnings.")
+    ] = False,
+) -> None:
+    """Tutorial transcripts to a searchable Qdrant collection."""
+    if not verbose:
+        from pstuts_pipeline.settings import quiet_third_party
+
+        quiet_third_party()
+        warnings.filterwarnings("ignore")
+        logging.getLogger("sentence_transformers").setLevel(logging.ERROR)
 
 
 def _training_files(train: list[Path], dev: list[Path], out: Path | None) -> dict[str, object]:
@@ -81,7 +113,7 @@ def ingest(
     table.add_row("videos failed", str(len(plan.failed)))
     table.add_row("chunks written", str(report.chunks))
     table.add_row("points in collection", str(report.points_in_collection))
-    table.add_row("seconds", f"{report.seconds:.1f}")
+    table.add_row("seconds", f"{time.perf_counter() - COMMAND_STARTED:.1f}")
     if report.step_seconds:
         from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
 
@@ -141,7 +173,7 @@ def tune(
     batch_size: Annotated[int, typer.Option(min=2, help="Pairs per step.")] = 64,
     max_steps: MaxSteps = 0,
     eval_steps: EvalSteps = 0,
-    threads: Threads = 1,
+    threads: Threads = ALL_CORES,
 ) -> None:
     """Fine-tune the embedder on the training files' questions (the `tuned_embedder` asset); print the model folder."""
     from pstuts_pipeline.defs.assets.tuning import TunedEmbedderConfig, materialize_tuned_embedder
@@ -186,7 +218,7 @@ def tune_reranker(
     ] = None,
     learning_rate: Annotated[float, typer.Option(min=0, help="Peak learning rate.")] = 5e-5,
     eval_steps: EvalSteps = 0,
-    threads: Threads = 1,
+    threads: Threads = ALL_CORES,
 ) -> None:
     """Train the cross-encoder reranker on the training files' questions (the `reranker` asset); print its folder."""
     from pstuts_pipeline.defs.assets.reranker import RerankerConfig, materialize_reranker
@@ -257,7 +289,8 @@ def _print_results(question: str, results: list, as_json: bool) -> None:
     print(f"\n? {printable(question)}")
     for rank, r in enumerate(results, 1):
         print(f"{rank}. {printable(r.title)}  [{mmss(r.link_time)}]  score {r.score:.3f}")
-        print(f"   {safe_link(r.link)}")
+        link = safe_link(r.link) if r.link else ""
+        print(f"   {link}" if link else f"   at {mmss(r.link_time)} in {printable(r.source_file or r.title)}")
         print(f"   chunk {mmss(r.start)}-{mmss(r.stop)}: {printable(_snippet(r.text, r.link_sentence))}")
 
 
@@ -352,8 +385,8 @@ def ask(
     body = "\n".join(printable(line) for line in answer.answer.splitlines())
     print(f"\n? {printable(question)}\n{body}")
     for citation in answer.citations:
-        print(f"  [{mmss(citation.time)}] {printable(citation.title)}  {safe_link(citation.link)}")
-    print(f"({printable(answer.model or 'extractive')}, {answer.seconds:.1f} s)")
+        print(f"  [{mmss(citation.time)}] {printable(citation.title)}  {safe_link(citation.link)}".rstrip())
+    print(f"({printable(answer.model or 'extractive')}, {time.perf_counter() - COMMAND_STARTED:.1f} s)")
 
 
 @app.command()
@@ -452,7 +485,8 @@ def evaluate(
         print(json.dumps(metrics), flush=True)
         return
     single = int(metrics[f"{evaluation.UNAMBIGUOUS}_questions"])
-    table = Table(title=f"pstuts evaluate: {len(questions)} questions ({single} asked of one video only), top {top_k}")
+    # Title lines broken between phrases, never inside one, however narrow the terminal.
+    table = Table(title=f"pstuts evaluate: {len(questions)} questions, top {top_k}\n({single} asked of one video only)")
     table.add_column("metric")
     table.add_column("all", justify="right")
     table.add_column("asked of one video", justify="right")

@@ -8,7 +8,7 @@ best matches the question. Weights were chosen on PsTuts-VQA train questions and
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,9 @@ class SearchResult:
     chunk_index: int
     link_sent_id: int
     link_sentence: str
+    source_file: str = ""
+    # Each phrase of the chunk as (begin seconds, text), so an answer can quote a phrase and cite its own moment.
+    phrases: list[tuple[float, str]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,8 +95,9 @@ def fuse(rankings: Sequence[tuple[Sequence[models.ScoredPoint], float]]) -> list
     return sorted(fused.items(), key=lambda item: item[1], reverse=True)
 
 
-def _link(url: str, seconds: float) -> str:
-    return f"{url.split('#')[0]}#t={seconds:.1f}"
+def moment_link(url: str, seconds: float) -> str:
+    """The url at the moment (a media fragment); no url, no link: `#t=1.0` alone leads nowhere."""
+    return f"{url.split('#')[0]}#t={seconds:.1f}" if url else ""
 
 
 @dataclass
@@ -135,12 +139,16 @@ def to_result(found: Candidate) -> SearchResult:
         start=meta["start"],
         stop=meta["stop"],
         link_time=link_time,
-        link=_link(meta["url"], link_time),
+        link=moment_link(meta["url"], link_time),
         score=float(found.score),
         text=text,
         chunk_index=meta["chunk_index"],
         link_sent_id=meta["sent_ids"][choice],
         link_sentence=text[a:b],
+        source_file=meta.get("source_file", ""),
+        phrases=[
+            (float(t[0]), text[a:b]) for t, (a, b) in zip(meta["speech_start_stop_times"], meta["phrase_char_spans"])
+        ],
     )
 
 

@@ -4,7 +4,8 @@ A caption file says nothing of its video, so the rest comes from beside it:
 - the video id from `video_id` in a sidecar `<name>.toml`, else from the number the file name starts with
   (`1234 - Remove a background.srt` is video 1234);
 - the title, description and url from the sidecar's `title`, `desc` and `url`, else the title from the file name
-  after the number (`Remove a background`), no description and no url.
+  after the number (`Remove a background`), no description, and as url the video file beside the caption file (same
+  name, a common video extension) as a file:// URL, or none.
 """
 
 from __future__ import annotations
@@ -147,6 +148,19 @@ def parse_cues(text: str, file: str, video_id: int, webvtt: bool) -> list[RawPhr
     return phrases
 
 
+# Containers browsers and players open at a `#t=` fragment; the video beside its captions shares their name.
+VIDEO_SUFFIXES = (".mp4", ".webm", ".mkv", ".mov", ".m4v", ".ogv", ".avi")
+
+
+def media_beside(path: Path) -> str:
+    """The file:// URL of the video file beside a caption file (same name, a common video extension), or ""."""
+    for suffix in VIDEO_SUFFIXES:
+        for candidate in (path.with_suffix(suffix), path.with_suffix(suffix.upper())):
+            if candidate.is_file():
+                return candidate.resolve().as_uri()
+    return ""
+
+
 def read_caption_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
     """The one video of an SRT or WebVTT file, or the error naming the file, the cue and what is wrong."""
     file = str(path)
@@ -180,6 +194,11 @@ def read_caption_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
     except InputError as error:
         return [], [error]
     title = meta.get("title") or (named.group(2).strip() if named else "") or path.stem
-    fields = {"video_id": video_id, "title": title, "desc": meta.get("desc", ""), "url": meta.get("url", "")}
+    fields = {
+        "video_id": video_id,
+        "title": title,
+        "desc": meta.get("desc", ""),
+        "url": meta.get("url") or media_beside(path),
+    }
     typed = {**fields, "phrases": [asdict(p) for p in phrases]}
     return [SourceVideo(**fields, phrases=tuple(phrases), qa=(), file=file, content_hash=content_hash(typed))], []

@@ -3,7 +3,7 @@
 import random
 
 from pstuts_pipeline.chunking.chunker import split_text_to_fit
-from pstuts_pipeline.chunking.chunker.transcripts import RawPhrase, repair_times
+from pstuts_pipeline.chunking.transcripts import RawPhrase, repair_times
 
 
 class WordCounter:

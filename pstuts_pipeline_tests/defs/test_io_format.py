@@ -9,9 +9,10 @@ import pytest
 from helpers import SAMPLE_DIR
 from langchain_core.documents import Document
 
-from pstuts_pipeline.chunking.transcripts import load_catalog
+from pstuts_pipeline.chunking.chunker import TimedChunk
+from pstuts_pipeline.chunking.transcripts import Phrase, load_catalog
 from pstuts_pipeline.defs.assets.chunks import full_transcripts, phrase_documents, raw_transcripts
-from pstuts_pipeline.defs.io_managers import PartitionedJsonIOManager, decode, encode
+from pstuts_pipeline.defs.io_managers import PartitionedJsonIOManager, decode, encode, shape_of
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import EmbeddingsResource, TranscriptSource
 
@@ -34,6 +35,17 @@ def test_a_source_video_stored_before_the_typed_model_asks_for_a_rematerializati
     old = {"video_id": 9001, "record": {"video_id": 9001}, "file": "data/x.json", "content_hash": "0" * 64}
     with pytest.raises(ValueError, match="^x.json: written by an older version .*re-materialize its asset$"):
         decode(json.dumps({"format": "pstuts-io/1", "shape": "SourceVideo", "value": old}), "x.json")
+
+
+def test_timed_chunks_come_back_typed_and_old_document_files_ask_for_a_rematerialization():
+    chunk = TimedChunk(0, (Phrase(1, "Open the file.", 0.0, 2.0), Phrase(2, "", 2.0, 2.5)))
+    assert decode(encode([chunk]), "t", shape_of(list[TimedChunk])) == [chunk]
+    old = encode([Document(page_content="Open the file.", metadata={"chunk_index": 0})])
+    with pytest.raises(
+        ValueError, match=r"^x.json: written by an older version \(a list\[Document\](/shared)?, not a list"
+    ):
+        decode(old, "x.json", shape_of(list[TimedChunk]))
+    assert decode(encode([]), "x.json", "list[TimedChunk]") == []
 
 
 class RunsCode:

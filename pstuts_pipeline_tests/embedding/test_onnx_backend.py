@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SAMPLE, flip_byte
+from helpers import SAMPLE, flip_byte
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.defs.resources import resources_from_env

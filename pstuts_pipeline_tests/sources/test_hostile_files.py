@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import SAMPLE
 
-from pstuts_pipeline.chunking.chunker.transcripts import load_catalog
+from pstuts_pipeline.chunking.transcripts import load_catalog
 from pstuts_pipeline.defs.reconcile import reconcile
 from pstuts_pipeline.sources.reading import read_source_bytes
 

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE, SAMPLE_DIR, HashEmbeddings, run_ingest
 from fastapi.testclient import TestClient
+from helpers import SAMPLE, SAMPLE_DIR, HashEmbeddings, run_ingest
 from qdrant_client import QdrantClient, models
 from servers import FakeChatServer, free_port, http_json, serve, skip_or_fail
 
