@@ -39,7 +39,10 @@ def demo_commands() -> list[tuple[str, list[str]]]:
         check=True,
     )
     lines = [line for line in dry.stdout.splitlines() if line.strip()]
-    return [(line, shlex.split(line)) for line in lines if Path(shlex.split(line)[0]).name == "pstuts"]
+    # An empty $(VERBOSE) leaves a double space in make's echo: shown as a user would type the command.
+    return [
+        (re.sub(" {2,}", " ", line), shlex.split(line)) for line in lines if Path(shlex.split(line)[0]).name == "pstuts"
+    ]
 
 
 def retimed(cells: list[str]) -> list[str]:
