@@ -243,10 +243,14 @@ def tune_reranker(
 
 def _require_collection(client: "QdrantClient", collection: str) -> None:
     """Stop with a hint when the collection is missing, empty or unreadable: none of these is "no matches"."""
+    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
     name = printable(repr(collection))
     try:
         exists = client.collection_exists(collection)
         points = client.count(collection, exact=True).count if exists else 0
+    except (ResponseHandlingException, UnexpectedResponse):
+        raise  # a server that cannot be reached or refuses: the Qdrant resource names the server
     except Exception as error:  # noqa: BLE001 - any storage error: say it is the collection, not the question
         _print_error(
             "error:",

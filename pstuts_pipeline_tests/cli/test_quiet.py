@@ -13,9 +13,9 @@ pytestmark = pytest.mark.slow
 
 def pstuts(*args: str) -> subprocess.CompletedProcess:
     # The fixtures set PSTUTS_DATA_DIR, PSTUTS_STORAGE_DIR and DAGSTER_HOME in this process's environment.
-    return subprocess.run(
-        [str(BIN / "pstuts"), *args], env=dict(os.environ), capture_output=True, text=True, timeout=300
-    )
+    # No disk cache of query vectors: each call loads the model, whose loading bar is what must stay hidden.
+    env = {**os.environ, "PSTUTS_EMBEDDING_CACHE_DIR": ""}
+    return subprocess.run([str(BIN / "pstuts"), *args], env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_search_prints_results_on_stdout_and_nothing_on_stderr(ingested):

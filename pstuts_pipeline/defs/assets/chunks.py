@@ -48,13 +48,17 @@ def chunk_table(chunks: list[chunking.TimedChunk] | list[Document], rows: int = 
 def report_partitions(
     context: dg.AssetExecutionContext, by_partition: dict[str, dict[str, object]], totals: dict[str, object]
 ) -> None:
-    """Each partition gets its own video's metadata; the run's totals go to the run's log, not to any partition."""
+    """Each partition gets its own video's metadata; the run's totals are an observation of the asset as a whole."""
     for key, metadata in by_partition.items():
         try:
             context.add_asset_metadata(metadata, partition_key=key)
         except AttributeError:  # Dagster 1.13: an asset invoked directly (unit tests) has no partitions to tag
             context.add_output_metadata(totals)
             break
+    else:
+        context.log_event(
+            dg.AssetObservation(asset_key=context.asset_key, metadata={"videos": len(by_partition), **totals})
+        )
     summary = ", ".join(f"{name} {value}" for name, value in totals.items())
     context.log.info(f"{context.asset_key.to_user_string()}: {len(by_partition)} videos; {summary}")
 
