@@ -5,7 +5,7 @@ Run from the checkout:  .venv/bin/python -m benchmarks.dagster_dev_path [--round
 Each round, in alternating order, with fresh folders (fresh DAGSTER_HOME, Qdrant folder and embedding cache):
   (a) `pstuts ingest` of dev.json plus `--train-videos` videos of train.json (two files), timed as a child process
       (wall time and its peak RSS by wait4);
-  (b) `pstuts dev` (the README's `make dev`: `dagster dev`, webserver + daemon + code server) on an empty data
+  (b) `pstuts dev` (`make dev`: `dg dev`, webserver + daemon + code server) on an empty data
       folder; once the code location is loaded, the same two files are dropped in together and the clock runs
       until every partition of `qdrant_collection` is materialized. The RSS of the whole `dagster dev` process
       tree (webserver, daemon, code server, run workers) is sampled every 0.5 s; its peak is reported.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit, urlunsplit
 
 from pstuts_pipeline.settings import env
 
@@ -14,6 +15,7 @@ PATTERNS = (
     re.compile(r"(?i)(\bbearer\s+)[^\s\"',;}\]]+"),  # an Authorization header, echoed
     re.compile(r"(?i)(\bapi[-_]?key[\"']?\s*[:=]\s*[\"']?)[^\s\"',;}\]]+"),  # api-key: ..., "api_key": "..."
     re.compile(r"()\bsk-[A-Za-z0-9_-]{8,}"),  # an OpenAI-style key anywhere
+    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s@]+@"),  # credentials in any URL: http://user:pass@host
 )
 REDACTED = "[redacted]"
 
@@ -25,5 +27,26 @@ def redact(text: str) -> str:
         if len(value) >= MIN_SECRET_LENGTH:
             text = text.replace(value, REDACTED)
     for pattern in PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+        text = pattern.sub(lambda m: m.group(1) + REDACTED + ("@" if m.group().endswith("@") else ""), text)
     return text
+
+
+# Settings whose value is a URL that may carry credentials (http://user:pass@host): never printed, logged or
+# stored as they are, and never part of an id.
+URL_VARIABLES = ("OPENAI_BASE_URL", "QDRANT_URL", "PSTUTS_CHAT_BASE_URL")
+
+
+def has_credentials(url: str | None) -> bool:
+    """Whether a URL carries a user name or password."""
+    try:
+        return bool(url) and "@" in (urlsplit(url).netloc or "")
+    except ValueError:
+        return False
+
+
+def strip_credentials(url: str) -> str:
+    """The URL without user name and password; a URL without them comes back exactly as given (ids stay put)."""
+    if not has_credentials(url):
+        return url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))

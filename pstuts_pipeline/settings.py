@@ -1,7 +1,7 @@
 """The project's configuration from environment variables: the one module that reads them, each with its default.
 
 Resource fields are filled from here by `resources.resources_from_env` (the settings the UI shows per resource);
-process-wide settings (paths, schedule, run size) are the functions below. README's configuration table lists
+process-wide settings (paths, schedule, run size) are the functions below. docs/configuration.md's table lists
 every one. Nothing is read at import time: each function reads the environment when called.
 """
 
@@ -58,6 +58,26 @@ def rerankers_dir() -> Path:
     return Path(env("PSTUTS_RERANKERS_DIR") or storage_dir() / "rerankers")
 
 
+# How the local models run: PyTorch in float32, or ONNX Runtime on an export of the same weights (docs/embedding-backends.md).
+BACKENDS = ("torch", "onnx", "onnx-int8")
+DEFAULT_BACKEND = "torch"
+
+
+def embedding_backend() -> str:
+    """How the local embedding model runs (PSTUTS_EMBEDDING_BACKEND): torch, onnx or onnx-int8."""
+    return env("PSTUTS_EMBEDDING_BACKEND") or DEFAULT_BACKEND
+
+
+def reranker_backend() -> str:
+    """How the reranker runs (PSTUTS_RERANKER_BACKEND): torch, onnx or onnx-int8."""
+    return env("PSTUTS_RERANKER_BACKEND") or DEFAULT_BACKEND
+
+
+def onnx_models_dir() -> Path:
+    """Where ONNX exports of the local models are made on first use (PSTUTS_ONNX_MODELS_DIR)."""
+    return Path(env("PSTUTS_ONNX_MODELS_DIR") or storage_dir() / "onnx_models")
+
+
 def io_path() -> str:
     """Where intermediate assets are stored (PSTUTS_IO_PATH; empty: io/ under the storage dir)."""
     return env("PSTUTS_IO_PATH")
@@ -92,6 +112,16 @@ def offline_model_hub() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def quiet_third_party() -> None:
+    """Before transformers loads, for `pstuts` without -v: no "Loading weights" bars, no library advice or warnings.
+
+    Kept as defaults: a user who sets any of these variables wins.
+    """
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
 def _env_number(name: str, default: float, convert: type, noun: str) -> float:
     value = os.environ.get(name)
     if value in (None, ""):
@@ -107,9 +137,12 @@ def env_int(name: str, default: int) -> int:
     return int(_env_number(name, default, int, "an integer"))
 
 
-def env_float(name: str, default: float) -> float:
-    """A number setting from the environment, with a clear error if it is not one."""
-    return float(_env_number(name, default, float, "a number"))
+def env_weight(name: str, default: float) -> float:
+    """A non-negative finite weight from the environment, refused naming the variable when it is not one."""
+    weight = float(_env_number(name, default, float, "a number"))
+    if not 0 <= weight < float("inf"):
+        raise ValueError(f"environment variable {name} is {weight!r}; it must be a finite number of at least 0")
+    return weight
 
 
 def max_videos_per_run() -> int:
@@ -122,3 +155,68 @@ def max_videos_per_run() -> int:
     if limit < 1:
         raise ValueError(f"environment variable PSTUTS_MAX_VIDEOS_PER_RUN is {limit}; it must be at least 1")
     return limit
+
+
+def env_limit(name: str, default: int, minimum: int = 1) -> int:
+    """A positive integer limit from the environment; a value below `minimum` is refused naming the variable."""
+    limit = env_int(name, default)
+    if limit < minimum:
+        raise ValueError(f"environment variable {name} is {limit}; it must be at least {minimum}")
+    return limit
+
+
+def env_seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment, refused naming the variable when it is not one."""
+    value = os.environ.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"environment variable {name} is {value!r}, not a number of seconds") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"environment variable {name} is {value!r}; it must be a positive number of seconds")
+    return seconds
+
+
+def max_file_bytes() -> int:
+    """The largest source file read (PSTUTS_MAX_FILE_BYTES, default 64 MB): a bigger one is refused unread."""
+    return env_limit("PSTUTS_MAX_FILE_BYTES", 64 << 20)
+
+
+def read_timeout_seconds() -> float:
+    """How long reading one source file may take (PSTUTS_READ_TIMEOUT_S, default 60): a stalled mount fails it."""
+    return env_seconds("PSTUTS_READ_TIMEOUT_S", 60.0)
+
+
+def max_phrases_per_video() -> int:
+    """The most phrases (or caption cues) one video may hold (PSTUTS_MAX_PHRASES_PER_VIDEO, default 100,000)."""
+    return env_limit("PSTUTS_MAX_PHRASES_PER_VIDEO", 100_000)
+
+
+def max_phrase_chars() -> int:
+    """The longest phrase, question or answer, in characters (PSTUTS_MAX_PHRASE_CHARS, default 1,000,000)."""
+    return env_limit("PSTUTS_MAX_PHRASE_CHARS", 1_000_000)
+
+
+def max_field_chars() -> int:
+    """The longest title, description or url, in characters (PSTUTS_MAX_FIELD_CHARS, default 4,096).
+
+    Every phrase, chunk and point of a video carries these fields, so they cost their length many times over.
+    """
+    return env_limit("PSTUTS_MAX_FIELD_CHARS", 4096)
+
+
+# Fewer tokens than this leave a chunk no room for words beside the model's special tokens.
+MIN_CHUNK_TOKENS_CAP = 16
+
+
+def max_chunk_tokens() -> int:
+    """The cap on a chunk's tokens (PSTUTS_MAX_CHUNK_TOKENS; 0, the default, is the model's input window)."""
+    cap = env_int("PSTUTS_MAX_CHUNK_TOKENS", 0)
+    if cap != 0 and cap < MIN_CHUNK_TOKENS_CAP:
+        raise ValueError(
+            f"environment variable PSTUTS_MAX_CHUNK_TOKENS is {cap}; it must be 0 (the model's window) or at least "
+            f"{MIN_CHUNK_TOKENS_CAP}, room for a few words beside the model's special tokens"
+        )
+    return cap

@@ -1,5 +1,5 @@
-"""Configuration in one place: settings.py alone reads the environment, README's table lists every variable the
-code reads, and secrets reach resources as dg.EnvVar (the UI shows their source, never their value)."""
+"""Configuration in one place: settings.py alone reads the environment, docs/configuration.md's table lists every
+variable the code reads, and secrets reach resources as dg.EnvVar (the UI shows their source, never their value)."""
 
 import ast
 import os
@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from pstuts_pipeline import settings
 from pstuts_pipeline.defs.resources import resources_from_env
 
 PACKAGE = Path(settings.__file__).parent
-README = PACKAGE.parent / "README.md"
+CONFIGURATION = PACKAGE.parent / "docs" / "configuration.md"
 # Setting up the process, not reading a setting: DAGSTER_HOME for the processes the CLI starts.
 WRITES = {"cli/app.py", "defs/instance.py"}
 
@@ -50,10 +51,10 @@ def variable_names(path: Path) -> set[str]:
     }
 
 
-def test_every_variable_the_code_reads_is_in_the_readme_table():
+def test_every_variable_the_code_reads_is_in_the_configuration_table():
     names = set().union(*(variable_names(path) for path in PACKAGE.rglob("*.py")))
     assert {"PSTUTS_EMBEDDING_CACHE_DIR", "PSTUTS_REINGEST_CRON", "PSTUTS_TUNED_MODELS_DIR", "OPENAI_API_KEY"} <= names
-    table = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", README.read_text(), flags=re.MULTILINE))
+    table = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", CONFIGURATION.read_text(encoding="utf-8"), flags=re.MULTILINE))
     # The PostgreSQL password is read by deploy/dagster.yaml, and documented with it.
     assert sorted(names - table - {"DAGSTER_PG_PASSWORD"}) == []
 
@@ -82,3 +83,21 @@ def test_importing_the_code_location_reads_no_setting():
     loaded = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert loaded.stdout.strip() == "imported"
     assert loaded.returncode != 0 and "PSTUTS_EMBEDDING_PROVIDER" in loaded.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        (
+            "PSTUTS_MAX_CHUNK_TOKENS",
+            "1",
+            "PSTUTS_MAX_CHUNK_TOKENS is 1; it must be 0 (the model's window) or at least 16",
+        ),
+        ("PSTUTS_CHUNKER_BUFFER_SIZE", "-1", "PSTUTS_CHUNKER_BUFFER_SIZE is -1; it must be at least 0"),
+        ("PSTUTS_MIN_CHUNK_TOKENS", "-3", "PSTUTS_MIN_CHUNK_TOKENS is -3; it must be at least 0"),
+    ],
+)
+def test_chunker_settings_that_cannot_work_are_refused_naming_the_variable(monkeypatch, name, value, message):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        resources_from_env()

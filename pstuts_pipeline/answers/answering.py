@@ -17,7 +17,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel, RunnablePassthrough
 
+from pstuts_pipeline.answers import extractive
 from pstuts_pipeline.answers.chat import ChatError, ChatSettings, chat_model, describe_error
+from pstuts_pipeline.search.retrieval import moment_link
 
 # Characters of the chunk after its linked sentence that the prompt shows: a 135M model reads short excerpts best.
 EXCERPT_CHARS = 240
@@ -164,9 +166,15 @@ def extractive_answer(question: str, documents: list[Document], error: str | Non
     """The linked sentence of the best result with its moment: the offline answer and the fallback."""
     if not documents:
         return Answer(question, NO_MATCH, [], [], None, error=error)
-    top = citation_of(documents[0])
-    sentence = documents[0].metadata.get("link_sentence") or excerpt(documents[0])
-    return Answer(question, f"{sentence} [{mmss(top.time)}]", [top], documents, None, error=error)
+    phrases = [d.metadata.get("phrases") or [] for d in documents]
+    text, time, rank = extractive.choose(question, phrases, [d.metadata.get("link_sentence") or "" for d in documents])
+    if not text:  # chunks without their phrases (a result of an older search): the linked sentence
+        top = citation_of(documents[0])
+        sentence = documents[0].metadata.get("link_sentence") or excerpt(documents[0])
+        return Answer(question, f"{sentence} [{mmss(top.time)}]", [top], documents, None, error=error)
+    meta = documents[rank].metadata
+    cited = Citation(int(meta["video_id"]), meta["title"], float(time), moment_link(meta.get("url") or "", time))
+    return Answer(question, f"{text} [{mmss(time)}]", [cited], documents, None, error=error)
 
 
 def _json_string(body: str) -> str:
@@ -236,17 +244,23 @@ def generated_answer(question: str, documents: list[Document], llm: BaseChatMode
     )
 
 
+def answer_documents(
+    question: str, documents: list[Document], model: BaseChatModel | None, settings: ChatSettings
+) -> Answer:
+    """The answer to a question from chunks already retrieved (timed): callers that must let go of the store first."""
+    started = time.perf_counter()
+    if model is None:
+        result = extractive_answer(question, documents)
+    else:
+        result = generated_answer(question, documents, model, settings)
+    return replace(result, seconds=time.perf_counter() - started)
+
+
 def answer_chain(retriever: BaseRetriever, settings: ChatSettings, llm: BaseChatModel | None = None) -> Runnable:
     """question -> Answer: retrieve, then answer with the chat model if one is configured, else extractively."""
     model = llm if llm is not None else (chat_model(settings) if settings.enabled else None)
 
     def answer(inputs: dict[str, Any]) -> Answer:
-        started = time.perf_counter()
-        question, documents = inputs["question"], inputs["documents"]
-        if model is None:
-            result = extractive_answer(question, documents)
-        else:
-            result = generated_answer(question, documents, model, settings)
-        return replace(result, seconds=time.perf_counter() - started)
+        return answer_documents(inputs["question"], inputs["documents"], model, settings)
 
     return RunnableParallel(question=RunnablePassthrough(), documents=retriever) | RunnableLambda(answer, name="answer")

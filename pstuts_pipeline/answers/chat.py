@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pstuts_pipeline.redaction import strip_credentials
+
 if TYPE_CHECKING:  # langchain-openai costs an import second; `pstuts ask` without a model never needs it
     from langchain_openai import ChatOpenAI
 
@@ -33,7 +35,7 @@ class ChatSettings:
     @property
     def where(self) -> str:
         """The model and server, as errors name them (never the key)."""
-        return f"chat model {self.model!r} at {self.base_url or 'the OpenAI API'}"
+        return f"chat model {self.model!r} at {strip_credentials(self.base_url or 'the OpenAI API')}"
 
 
 class ChatError(Exception):

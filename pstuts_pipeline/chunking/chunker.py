@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import collections
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -33,7 +34,7 @@ class ChunkerSettings:
     breakpoint_threshold_type: str = "percentile"
     breakpoint_threshold_amount: float | None = None
     # 0: the chunker embeds bare phrases, the very texts the phrase vectors need, so they cost nothing twice;
-    # on train + dev that ingests 1.5x faster than Kamradt's 1 and retrieves as well (see the README).
+    # on train + dev that ingests 1.5x faster than Kamradt's 1 and retrieves as well (docs/benchmarks.md).
     buffer_size: int = 0
     max_tokens: int = 256
     min_tokens: int = 8
@@ -234,23 +235,40 @@ def _furthest_fitting_cut(text: str, cuts: Sequence[int], count_tokens: TokenCou
     return best
 
 
+# A piece is looked for in a head of the text this many characters per token of the limit long (English runs ~4),
+# doubled while the whole head fits: each piece costs its own length, never that of the rest of the text.
+HEAD_CHARS_PER_TOKEN = 8
+
+
+def _fitting_head(text: str, count_tokens: TokenCounter, limit: int) -> str:
+    """The shortest head of `text` (from HEAD_CHARS_PER_TOKEN per token, doubling) that no longer fits, or all of it."""
+    size = max(limit, 1) * HEAD_CHARS_PER_TOKEN
+    while size < len(text) and count_tokens(text[:size]) <= limit:
+        size *= 2
+    return text[:size]
+
+
 def split_text_to_fit(text: str, count_tokens: TokenCounter, limit: int) -> list[str]:
     """Cut text into pieces that each fit: between words where possible, else inside a word.
 
     A word can exceed the window on its own: CJK text has no spaces, and a run of punctuation costs a
     token per character. Pieces cut between words join back with a space, pieces cut inside a word with
-    nothing.
+    nothing. Each cut is searched in a bounded head of the rest, so a long text costs time in proportion to
+    its length, not to its square.
     """
     pieces: list[str] = []
-    while text and count_tokens(text) > limit:
-        spaces = [i for i, ch in enumerate(text) if ch == " "]
-        cut = _furthest_fitting_cut(text, spaces, count_tokens, limit)
+    while text:
+        head = _fitting_head(text, count_tokens, limit)
+        if len(head) == len(text) and count_tokens(text) <= limit:
+            break
+        spaces = [i for i, ch in enumerate(head) if ch == " "]
+        cut = _furthest_fitting_cut(head, spaces, count_tokens, limit)
         if cut is not None:
             pieces.append(text[:cut])
             text = text[cut + 1 :]
             continue
-        first_word_end = spaces[0] if spaces else len(text)
-        cut = _furthest_fitting_cut(text, range(1, first_word_end), count_tokens, limit) or 1
+        first_word_end = spaces[0] if spaces else len(head)
+        cut = _furthest_fitting_cut(head, range(1, first_word_end), count_tokens, limit) or 1
         pieces.append(text[:cut])
         text = text[cut:]
     return [piece for piece in [*pieces, text] if piece]
@@ -293,13 +311,14 @@ def timed_chunks(
     counts = [count_tokens(u.text) if u.text else 0 for u in units]
     capped = cap_groups(unit_groups, counts, budget, settings.min_tokens)
     fitted: list[list[int]] = []
-    while capped:
+    pending = collections.deque(capped)
+    while pending:
         # Per-phrase counts add up exactly for WordPiece, but not for every tokenizer: check the joined text.
-        group = capped.pop(0)
+        group = pending.popleft()
         text = " ".join(units[i].text for i in group if units[i].text)
         if len(group) > 1 and count_tokens(text) > budget:
             half = len(group) // 2
-            capped[:0] = [group[:half], group[half:]]
+            pending.extendleft([group[half:], group[:half]])
         else:
             fitted.append(group)
     return [TimedChunk(i, tuple(units[j] for j in group)) for i, group in enumerate(fitted)]

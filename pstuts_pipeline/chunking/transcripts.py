@@ -68,12 +68,23 @@ class TimeRepairs:
         }
 
 
-def _next_known_time(raw: Sequence[RawPhrase], start: int, at_least: float) -> float | None:
-    for phrase in raw[start:]:
-        for value in (phrase.begin, phrase.end):
-            if value is not None and value >= at_least:
-                return float(value)
-    return None
+class _KnownTimes:
+    """The next known time at or after a threshold, for thresholds that never go down: linear in all.
+
+    Repaired begins never go backwards, so a known time found too early for one phrase is too early for every
+    later one too, and the cursor never moves back.
+    """
+
+    def __init__(self, raw: Sequence[RawPhrase]):
+        self.times = [(i, float(v)) for i, p in enumerate(raw) for v in (p.begin, p.end) if v is not None]
+        self.cursor = 0
+
+    def next_at_least(self, start: int, at_least: float) -> float | None:
+        while self.cursor < len(self.times) and (
+            self.times[self.cursor][0] < start or self.times[self.cursor][1] < at_least
+        ):
+            self.cursor += 1
+        return self.times[self.cursor][1] if self.cursor < len(self.times) else None
 
 
 def repair_times(raw_phrases: Sequence[RawPhrase]) -> tuple[list[Phrase], TimeRepairs]:
@@ -88,6 +99,7 @@ def repair_times(raw_phrases: Sequence[RawPhrase]) -> tuple[list[Phrase], TimeRe
     repaired: list[Phrase] = []
     counts = Counter[str]()
     previous_end = 0.0
+    known = _KnownTimes(raw_phrases)
     for i, phrase in enumerate(raw_phrases):
         begin = phrase.begin
         if begin is None:
@@ -99,7 +111,7 @@ def repair_times(raw_phrases: Sequence[RawPhrase]) -> tuple[list[Phrase], TimeRe
         end = phrase.end
         if end is None or end < begin:
             counts["end_filled" if end is None else "end_before_begin"] += 1
-            end = _next_known_time(raw_phrases, i + 1, begin)
+            end = known.next_at_least(i + 1, begin)
             end = begin if end is None else end
         repaired.append(Phrase(phrase.sent_id, normalize_text(phrase.text), float(begin), float(end)))
         previous_end = float(end)

@@ -2,9 +2,11 @@
 
 import functools
 import json
+import logging
 import os
 import re
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pstuts_pipeline.redaction import redact
+from pstuts_pipeline.text_safety import printable, safe_link
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -24,9 +27,18 @@ app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Tutorial transcripts to a searchable Qdrant collection."
 )
 console = Console(stderr=True)
+# What a user waits for is the whole command, imports and model loading included, not only the work inside it.
+COMMAND_STARTED = time.perf_counter()
+_option_type = typer.core.TyperOption.display_type_rich
+
+
+def _flag_without_type(self: typer.core.TyperOption, ctx: "typer.Context") -> str | None:
+    """Typer 0.29 labels every flag `<bool>` in help, though a flag takes no value: show no type for flags."""
+    return None if self.is_flag else _option_type(self, ctx)
+
+
+typer.core.TyperOption.display_type_rich = _flag_without_type
 WORD = re.compile(r"\w")
-# C0 and C1 control characters but newline and tab: ESC starts the terminal's escape sequences.
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 TrainFiles = Annotated[list[Path], typer.Option("--train", help="PsTuts-VQA-format file to train on (repeatable).")]
@@ -34,7 +46,26 @@ DevFiles = Annotated[list[Path], typer.Option("--dev", help="File to validate on
 OutDir = Annotated[Path | None, typer.Option("--out", help="Parent folder of model versions.")]
 MaxSteps = Annotated[int, typer.Option(min=0, help="Cap on steps (0 = no cap).")]
 EvalSteps = Annotated[int, typer.Option(min=0, help="Evaluate on dev every N steps (0 = start and end).")]
-Threads = Annotated[int, typer.Option(min=1, help="Torch threads (1 is fastest on a shared CPU).")]
+Threads = Annotated[
+    int, typer.Option(min=1, help="Torch threads (default: all cores; 1 is fastest on a CPU busy with other work).")
+]
+# A user's machine is rarely shared: train on every core it gives this process.
+ALL_CORES = len(os.sched_getaffinity(0))
+
+
+@app.callback()
+def options(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show libraries' progress bars, banners and warnings.")
+    ] = False,
+) -> None:
+    """Tutorial transcripts to a searchable Qdrant collection."""
+    if not verbose:
+        from pstuts_pipeline.settings import quiet_third_party
+
+        quiet_third_party()
+        warnings.filterwarnings("ignore")
+        logging.getLogger("sentence_transformers").setLevel(logging.ERROR)
 
 
 def _training_files(train: list[Path], dev: list[Path], out: Path | None) -> dict[str, object]:
@@ -74,7 +105,7 @@ def ingest(
             report = run_ingest(defs, instance, only=video, force=force, on_progress=lambda m: status.update(m))
     plan = report.plan
     for line in report.reclaimed:
-        console.print(f"[yellow]reclaimed[/yellow] {escape(line)}")
+        console.print(f"[yellow]reclaimed[/yellow] {escape(printable(line))}")
     table = Table(title="pstuts ingest", show_header=False)
     table.add_row("videos ingested", str(len(plan.to_ingest)))
     table.add_row("videos unchanged (skipped)", str(len(plan.unchanged)))
@@ -82,7 +113,7 @@ def ingest(
     table.add_row("videos failed", str(len(plan.failed)))
     table.add_row("chunks written", str(report.chunks))
     table.add_row("points in collection", str(report.points_in_collection))
-    table.add_row("seconds", f"{report.seconds:.1f}")
+    table.add_row("seconds", f"{time.perf_counter() - COMMAND_STARTED:.1f}")
     if report.step_seconds:
         from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
 
@@ -142,7 +173,7 @@ def tune(
     batch_size: Annotated[int, typer.Option(min=2, help="Pairs per step.")] = 64,
     max_steps: MaxSteps = 0,
     eval_steps: EvalSteps = 0,
-    threads: Threads = 1,
+    threads: Threads = ALL_CORES,
 ) -> None:
     """Fine-tune the embedder on the training files' questions (the `tuned_embedder` asset); print the model folder."""
     from pstuts_pipeline.defs.assets.tuning import TunedEmbedderConfig, materialize_tuned_embedder
@@ -187,7 +218,7 @@ def tune_reranker(
     ] = None,
     learning_rate: Annotated[float, typer.Option(min=0, help="Peak learning rate.")] = 5e-5,
     eval_steps: EvalSteps = 0,
-    threads: Threads = 1,
+    threads: Threads = ALL_CORES,
 ) -> None:
     """Train the cross-encoder reranker on the training files' questions (the `reranker` asset); print its folder."""
     from pstuts_pipeline.defs.assets.reranker import RerankerConfig, materialize_reranker
@@ -211,10 +242,46 @@ def tune_reranker(
 
 
 def _require_collection(client: "QdrantClient", collection: str) -> None:
-    """Stop with a hint, not a Qdrant traceback, when nothing was ingested yet."""
-    if not client.collection_exists(collection):
-        console.print(f"collection {collection!r} does not exist yet: run `pstuts ingest` first")
+    """Stop with a hint when the collection is missing, empty or unreadable: none of these is "no matches"."""
+    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+    name = printable(repr(collection))
+    try:
+        exists = client.collection_exists(collection)
+        points = client.count(collection, exact=True).count if exists else 0
+    except (ResponseHandlingException, UnexpectedResponse):
+        raise  # a server that cannot be reached or refuses: the Qdrant resource names the server
+    except Exception as error:  # noqa: BLE001 - any storage error: say it is the collection, not the question
+        _print_error(
+            "error:",
+            f"collection {collection!r} cannot be read ({type(error).__name__}: {error}): the store looks damaged; "
+            "re-create it with `pstuts ingest --force` (or restore a backup of the Qdrant folder)",
+        )
+        raise typer.Exit(1) from None
+    if not exists:
+        console.print(f"collection {escape(name)} does not exist yet: run `pstuts ingest` first", soft_wrap=True)
         raise typer.Exit(1)
+    if points == 0:
+        console.print(
+            f"collection {escape(name)} is empty (its store may have been emptied or damaged): "
+            "run `pstuts ingest --force` to fill it again",
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
+
+
+def _utf8_question(question: str) -> str:
+    """A question typed in another encoding arrives with undecodable bytes as surrogates: refuse it by name."""
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as error:
+        console.print(
+            f"the question is not UTF-8 text (byte {error.start} cannot be read): set a UTF-8 locale, "
+            "or give the question in UTF-8",
+            soft_wrap=True,
+        )
+        raise typer.Exit(2) from None
+    return question
 
 
 def _print_results(question: str, results: list, as_json: bool) -> None:
@@ -223,16 +290,12 @@ def _print_results(question: str, results: list, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"question": question, "results": [r.as_json() for r in results]}), flush=True)
         return
-    print(f"\n? {_printable(question)}")
+    print(f"\n? {printable(question)}")
     for rank, r in enumerate(results, 1):
-        print(f"{rank}. {_printable(r.title)}  [{mmss(r.link_time)}]  score {r.score:.3f}")
-        print(f"   {_printable(r.link)}")
-        print(f"   chunk {mmss(r.start)}-{mmss(r.stop)}: {_printable(_snippet(r.text, r.link_sentence))}")
-
-
-def _printable(text: str) -> str:
-    """Text from the data with control characters shown as escapes: a title must not drive the terminal."""
-    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+        print(f"{rank}. {printable(r.title)}  [{mmss(r.link_time)}]  score {r.score:.3f}")
+        link = safe_link(r.link) if r.link else ""
+        print(f"   {link}" if link else f"   at {mmss(r.link_time)} in {printable(r.source_file or r.title)}")
+        print(f"   chunk {mmss(r.start)}-{mmss(r.stop)}: {printable(_snippet(r.text, r.link_sentence))}")
 
 
 def _snippet(text: str, sentence: str, width: int = 400) -> str:
@@ -260,11 +323,12 @@ def search(
         console.print("give either a QUESTION or --questions FILE")
         raise typer.Exit(2)
     asked = [question] if question is not None else [q.strip() for q in questions.read_text().splitlines() if q.strip()]
+    asked = [_utf8_question(q) for q in asked]
     wordless = [q for q in asked if not WORD.search(q)]
     if wordless or not asked:
         # Without a word to match, search would return the collection's first chunks as if they were answers.
         console.print(
-            f"a question needs at least one word; got {_printable(repr(wordless[0])) if wordless else 'none'}",
+            f"a question needs at least one word; got {escape(printable(repr(wordless[0]))) if wordless else 'none'}",
             soft_wrap=True,
         )
         raise typer.Exit(2)
@@ -296,9 +360,11 @@ def ask(
     from pstuts_pipeline.answers.answering import answer_chain, mmss
     from pstuts_pipeline.search.langchain_retriever import PstutsRetriever
 
+    question = _utf8_question(question)
     resources = _definitions().resources
     embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
-    with qdrant.get_client() as client:
+    # Answering only reads the collection: a read-only folder opens as it does for `search`.
+    with qdrant.get_client(read_only=True) as client:
         _require_collection(client, qdrant.collection)
         retriever = PstutsRetriever(
             client=client,
@@ -309,20 +375,48 @@ def ask(
         )
         answer = answer_chain(retriever, settings).invoke(question)
     if answer.error:
-        console.print(f"[red]chat failed, extractive answer given:[/red] {escape(answer.error)}")
+        _print_error("chat failed, extractive answer given:", answer.error)
     elif not settings.enabled:
         console.print(HOW_TO_GENERATE, soft_wrap=True)
     for note in answer.notes:
-        console.print(note)
+        console.print(escape(printable(redact(note))), soft_wrap=True)
     if answer.invented_citations:
         console.print(f"{answer.invented_citations} invented citation(s) removed from the answer")
     if as_json:
         print(json.dumps(answer.as_json()), flush=True)
         return
-    print(f"\n? {question}\n{answer.answer}")
+    # The answer may run over several lines; each line is escaped, so none can carry a terminal sequence.
+    body = "\n".join(printable(line) for line in answer.answer.splitlines())
+    print(f"\n? {printable(question)}\n{body}")
     for citation in answer.citations:
-        print(f"  [{mmss(citation.time)}] {citation.title}  {citation.link}")
-    print(f"({answer.model or 'extractive'}, {answer.seconds:.1f} s)")
+        print(f"  [{mmss(citation.time)}] {printable(citation.title)}  {safe_link(citation.link)}".rstrip())
+    print(f"({printable(answer.model or 'extractive')}, {time.perf_counter() - COMMAND_STARTED:.1f} s)")
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Address to listen on (anything but loopback exposes the page).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
+) -> None:
+    """The learner's ask page and its JSON API: answers that play the video from the cited moment (docs/serving.md)."""
+    import uvicorn
+
+    from pstuts_pipeline.web.app import create_app
+    from pstuts_pipeline.web.engine import Engine
+
+    engine = Engine.from_resources(_definitions().resources)
+    with console.status("loading the embedder"):
+        engine.warm_up()
+    status = engine.status()
+    console.print(status.problem or f"{status.points} chunks in {status.collection!r}; answers: {status.answers}")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        console.print(
+            f"[yellow]listening on {escape(host)}: the page has no login, anyone who reaches it can ask[/yellow]"
+        )
+    console.print(f"ask page on http://{escape(host)}:{port}/  (API schema: /openapi.json)")
+    uvicorn.run(create_app(engine), host=host, port=port, log_level="warning")
 
 
 def _evaluate_answers(questions: list, sample: int, top_k: int, as_json: bool) -> None:
@@ -368,7 +462,8 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as one JSON object.")] = False,
 ) -> None:
     """Score search on QA pairs (hit@k, link@k, mrr@10), or with --answers the answers (token F1, citation link@1)."""
-    from pstuts_pipeline.search import evaluation, retrieval
+    from pstuts_pipeline.search import evaluation
+    from pstuts_pipeline.search.scoring import score_search
 
     questions = evaluation.load_questions(qa)
     if answers:
@@ -377,24 +472,25 @@ def evaluate(
     top_k = top_k or 10
     resources = _definitions().resources
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
+    asked = evaluation.folder_questions(resources["transcript_source"].path())
     with qdrant.get_client() as client:
         _require_collection(client, qdrant.collection)
-        ranked = retrieval.search_many(
+        metrics = score_search(
             client,
             qdrant.collection,
             embeddings.query_embeddings(),
             embeddings.model_id,
-            [q.text for q in questions],
+            questions,
             top_k,
             reranker=resources["reranker"].get(),
+            asked=asked,
         )
-    asked = evaluation.folder_questions(resources["transcript_source"].path())
-    metrics = evaluation.evaluate(questions, ranked, asked=asked)
     if as_json:
         print(json.dumps(metrics), flush=True)
         return
     single = int(metrics[f"{evaluation.UNAMBIGUOUS}_questions"])
-    table = Table(title=f"pstuts evaluate: {len(questions)} questions ({single} asked of one video only), top {top_k}")
+    # Title lines broken between phrases, never inside one, however narrow the terminal.
+    table = Table(title=f"pstuts evaluate: {len(questions)} questions, top {top_k}\n({single} asked of one video only)")
     table.add_column("metric")
     table.add_column("all", justify="right")
     table.add_column("asked of one video", justify="right")
@@ -430,7 +526,7 @@ def describe_error(exc: BaseException) -> str:
 
 def _print_error(label: str, text: str) -> None:
     """An error as one unwrapped line (however wide the terminal, or none), secrets and control characters removed."""
-    console.print(f"[red]{escape(label)}[/red] {escape(_printable(redact(text)))}", soft_wrap=True)
+    console.print(f"[red]{escape(label)}[/red] {escape(printable(redact(text)))}", soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -184,9 +184,9 @@ def add_run_figures(report: IngestReport, instance: dg.DagsterInstance, result: 
                 report.step_seconds.get(stats.step_key, 0) + stats.end_time - stats.start_time, 2
             )
     if result.job_def.name == INGEST_JOB_NAME:
-        # Every partition of a single-run step carries the run's totals: read them once.
+        # Each partition of the range carries its own video's count.
         events = result.asset_materializations_for_node("timestamped_chunks")
-        report.chunks += int(events[0].metadata["chunks"].value) if events else 0
+        report.chunks += sum(int(e.metadata["chunks"].value) for e in events if "chunks" in e.metadata)
 
 
 def observe_partitions(instance: dg.DagsterInstance) -> tuple[list[str], dict[str, ledgers.Stamp] | None]:

@@ -1,27 +1,101 @@
-"""Asset checks, visible in the UI: exact linking, sane times, bounded chunks, complete points in Qdrant."""
+"""Asset checks, visible in the UI: exact linking, sane times, bounded chunks, complete points in Qdrant.
+
+Each check runs once per run but reports once per video partition, so the Checks tab of a partition shows that
+video's verdict and problems, not the run's.
+"""
+
+from collections.abc import Iterator
 
 import dagster as dg
 from langchain_core.documents import Document
 
 from pstuts_pipeline.chunking import validation
-from pstuts_pipeline.defs.assets.chunks import phrases_of, timed_chunk_of, timestamped_chunks
+from pstuts_pipeline.chunking.chunker import TimedChunk
+from pstuts_pipeline.defs.assets.chunks import phrases_of, timestamped_chunks
 from pstuts_pipeline.defs.assets.collection import qdrant_collection
+from pstuts_pipeline.defs.dagster_private import AssetCheckEvaluationTargetMaterializationData
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource
 from pstuts_pipeline.search import vectorstore
 
+CheckEvents = Iterator[dg.AssetCheckEvaluation | dg.Output]
 
-def _result(problems_by_video: dict[str, list[str]], **metadata: object) -> dg.AssetCheckResult:
-    failing = {k: v for k, v in problems_by_video.items() if v}
-    return dg.AssetCheckResult(
-        passed=not failing,
-        metadata={
-            "videos_checked": len(problems_by_video),
-            "videos_failing": len(failing),
-            "problems": dg.MetadataValue.json({k: v[:20] for k, v in failing.items()}),
-            **metadata,
-        },
+
+def _checked_materialization(
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str
+) -> AssetCheckEvaluationTargetMaterializationData | None:
+    """The partition's latest materialization, which the UI shows the verdict beside."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[partition]), limit=1
+    ).records
+    if not records:
+        return None
+    latest = records[0]
+    return AssetCheckEvaluationTargetMaterializationData(
+        run_id=latest.event_log_entry.run_id, storage_id=latest.storage_id, timestamp=latest.timestamp
     )
+
+
+def per_partition(
+    context: dg.AssetCheckExecutionContext, problems_by_video: dict[str, list[str]], **metadata: object
+) -> CheckEvents:
+    """One evaluation per video partition, each with only that video's problems; then the check's own output."""
+    spec = context.check_specs[0]
+    failing = 0
+    for key, problems in problems_by_video.items():
+        failing += bool(problems)
+        yield dg.AssetCheckEvaluation(
+            asset_key=spec.asset_key,
+            check_name=spec.name,
+            passed=not problems,
+            partition=key,
+            blocking=spec.blocking,
+            target_materialization_data=_checked_materialization(context.instance, spec.asset_key, key),
+            metadata={
+                "video_id": int(key),
+                "problems": len(problems),
+                "details": dg.MetadataValue.json(problems[:20]),
+                **metadata,
+            },
+        )
+    context.log.info(f"{spec.name}: {len(problems_by_video)} videos checked, {failing} failing")
+    yield dg.Output(None)
+
+
+def linking_problems(
+    chunks_by_video: dict[str, list[TimedChunk]], phrase_documents: dict[str, list[Document]]
+) -> dict[str, list[str]]:
+    """Every phrase lands in exactly one chunk, in order."""
+    return {
+        key: validation.linking_problems(phrases_of(phrase_documents[key]), chunks)
+        for key, chunks in chunks_by_video.items()
+    }
+
+
+def timing_problems(chunks_by_video: dict[str, list[TimedChunk]]) -> dict[str, list[str]]:
+    """start <= stop, phrase times inside their chunk's span, chunk starts never going backwards."""
+    return {key: validation.timing_problems(chunks) for key, chunks in chunks_by_video.items()}
+
+
+def points_problems(chunks_by_video: dict[str, list[TimedChunk]], qdrant: QdrantResource) -> dict[str, list[str]]:
+    """The video's point count equals its chunk count, and every point carries every payload field."""
+    problems: dict[str, list[str]] = {}
+    with qdrant.get_client() as client:
+        stored = vectorstore.points_of_videos(client, qdrant.collection, [int(k) for k in chunks_by_video])
+        for key, chunks in chunks_by_video.items():
+            points = stored[int(key)]
+            found = []
+            if len(points) != len(chunks):
+                found.append(f"{len(points)} points for {len(chunks)} chunks")
+            for point in points:
+                payload = point.payload or {}
+                missing = [f for f in vectorstore.PAYLOAD_FIELDS if f not in payload.get("metadata", {})]
+                if "page_content" not in payload:
+                    missing.append("page_content")
+                if missing:
+                    found.append(f"point {point.id}: missing {missing}")
+            problems[key] = found
+    return problems
 
 
 @dg.asset_check(
@@ -31,48 +105,37 @@ def _result(problems_by_video: dict[str, list[str]], **metadata: object) -> dg.A
     blocking=True,
 )
 def phrases_linked_exactly_once(
-    timestamped_chunks: dict[str, list[Document]], phrase_documents: dict[str, list[Document]]
-) -> dg.AssetCheckResult:
-    """Every phrase lands in exactly one chunk, in order, and chunk text is exactly its phrases' text."""
-    problems = {}
-    for key, docs in timestamped_chunks.items():
-        chunks = [timed_chunk_of(d) for d in docs]
-        problems[key] = validation.linking_problems(phrases_of(phrase_documents[key]), chunks) + [
-            f"chunk {c.index}: its text is not exactly its phrases' text"
-            for d, c in zip(docs, chunks, strict=True)
-            if d.page_content != c.text
-        ]
-    return _result(problems)
+    context: dg.AssetCheckExecutionContext,
+    timestamped_chunks: dict[str, list[TimedChunk]],
+    phrase_documents: dict[str, list[Document]],
+) -> CheckEvents:
+    """Every phrase lands in exactly one chunk, in order."""
+    yield from per_partition(context, linking_problems(timestamped_chunks, phrase_documents))
 
 
 @dg.asset_check(asset=timestamped_chunks, partitions_def=video_partitions, blocking=True)
-def chunk_times_ordered_and_bounded(timestamped_chunks: dict[str, list[Document]]) -> dg.AssetCheckResult:
+def chunk_times_ordered_and_bounded(
+    context: dg.AssetCheckExecutionContext, timestamped_chunks: dict[str, list[TimedChunk]]
+) -> CheckEvents:
     """start <= stop, phrase times inside their chunk's span, chunk starts never going backwards."""
-    problems = {}
-    for key, docs in timestamped_chunks.items():
-        chunks = [timed_chunk_of(d) for d in docs]
-        # The stored start/stop are what users jump to: they must be the span of the chunk's phrases.
-        problems[key] = validation.timing_problems(chunks) + [
-            f"chunk {c.index}: start/stop {d.metadata.get('start')}/{d.metadata.get('stop')}, "
-            f"not its phrases' span {c.start}/{c.stop}"
-            for d, c in zip(docs, chunks, strict=True)
-            if (d.metadata.get("start"), d.metadata.get("stop")) != (c.start, c.stop)
-        ]
-    return _result(problems)
+    yield from per_partition(context, timing_problems(timestamped_chunks))
 
 
 @dg.asset_check(asset=timestamped_chunks, partitions_def=video_partitions, blocking=True)
 def chunks_fit_token_window(
-    timestamped_chunks: dict[str, list[Document]], embeddings: EmbeddingsResource, chunker: ChunkerResource
-) -> dg.AssetCheckResult:
+    context: dg.AssetCheckExecutionContext,
+    timestamped_chunks: dict[str, list[TimedChunk]],
+    embeddings: EmbeddingsResource,
+    chunker: ChunkerResource,
+) -> CheckEvents:
     """No chunk is longer than the embedder's input window, so none is truncated when embedded."""
     window, special = embeddings.window()
     cap = chunker.settings(window).max_tokens
     problems = {
-        key: validation.window_problems([timed_chunk_of(d) for d in docs], embeddings.count_tokens, cap, special)
-        for key, docs in timestamped_chunks.items()
+        key: validation.window_problems(chunks, embeddings.count_tokens, cap, special)
+        for key, chunks in timestamped_chunks.items()
     }
-    return _result(problems, token_window=cap)
+    yield from per_partition(context, problems, token_window=cap)
 
 
 @dg.asset_check(
@@ -80,25 +143,11 @@ def chunks_fit_token_window(
     partitions_def=video_partitions,
     additional_ins={"timestamped_chunks": dg.AssetIn()},
 )
-def points_match_chunks(timestamped_chunks: dict[str, list[Document]], qdrant: QdrantResource) -> dg.AssetCheckResult:
+def points_match_chunks(
+    context: dg.AssetCheckExecutionContext, timestamped_chunks: dict[str, list[TimedChunk]], qdrant: QdrantResource
+) -> CheckEvents:
     """The video's point count equals its chunk count, and every point carries every payload field."""
-    problems: dict[str, list[str]] = {}
-    with qdrant.get_client() as client:
-        stored = vectorstore.points_of_videos(client, qdrant.collection, [int(k) for k in timestamped_chunks])
-        for key, docs in timestamped_chunks.items():
-            points = stored[int(key)]
-            found = []
-            if len(points) != len(docs):
-                found.append(f"{len(points)} points for {len(docs)} chunks")
-            for point in points:
-                payload = point.payload or {}
-                missing = [f for f in vectorstore.PAYLOAD_FIELDS if f not in payload.get("metadata", {})]
-                if "page_content" not in payload:
-                    missing.append("page_content")
-                if missing:
-                    found.append(f"point {point.id}: missing {missing}")
-            problems[key] = found
-    return _result(problems)
+    yield from per_partition(context, points_problems(timestamped_chunks, qdrant))
 
 
 pipeline_checks = [

@@ -14,7 +14,7 @@ from pstuts_pipeline.settings import dagster_home
 DEFAULT_INSTANCE_YAML = """\
 # Written by pstuts for its instance. Local-mode Qdrant admits one writer at a time (the qdrant_writes pool), and
 # every ingest run loads torch and the embedding model: one run at a time keeps a 2-core machine responsive and
-# memory bounded. Raise both for a Qdrant server and more cores (README, "Production").
+# memory bounded. Raise both for a Qdrant server and more cores (docs/operations.md, "Production").
 concurrency:
   pools:
     granularity: op

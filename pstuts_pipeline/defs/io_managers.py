@@ -5,6 +5,7 @@ storage. Each file says which of a few known shapes it holds, and only those are
 """
 
 import json
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,8 @@ from langchain_core.documents import Document
 from pydantic import Field
 from upath import UPath
 
+from pstuts_pipeline.chunking.chunker import TimedChunk
+from pstuts_pipeline.chunking.transcripts import Phrase
 from pstuts_pipeline.settings import storage_dir
 from pstuts_pipeline.sources import SourceVideo
 
@@ -27,12 +30,48 @@ def _document_fields(document: Document) -> dict[str, Any]:
     return {"page_content": document.page_content, "metadata": document.metadata, "id": document.id}
 
 
+def _shared_documents(documents: list[Document]) -> dict[str, Any]:
+    """Documents with the metadata every one of them holds alike (the video's title, url...) stored once.
+
+    Per phrase, a 1 MB title made a 100-phrase video's file 100 MB; now it costs its size once, on disk and, as
+    the loaded documents share the one value, in memory.
+    """
+    first = documents[0].metadata
+    shared = {k: v for k, v in first.items() if all(k in d.metadata and d.metadata[k] == v for d in documents)}
+    return {
+        "shared": shared,
+        "documents": [
+            {**_document_fields(d), "metadata": {k: v for k, v in d.metadata.items() if k not in shared}}
+            for d in documents
+        ],
+    }
+
+
+def _documents_from_shared(value: dict[str, Any]) -> list[Document]:
+    shared = value["shared"]
+    return [
+        Document(page_content=v["page_content"], metadata={**shared, **v["metadata"]}, id=v.get("id"))
+        for v in value["documents"]
+    ]
+
+
+def _timed_chunk(value: dict[str, Any]) -> TimedChunk:
+    return TimedChunk(value["index"], tuple(Phrase(*p) for p in value["phrases"]))
+
+
+def _timed_chunk_fields(chunk: TimedChunk) -> dict[str, Any]:
+    return {"index": chunk.index, "phrases": [[p.sent_id, p.text, p.begin, p.end] for p in chunk.phrases]}
+
+
 # shape -> (how to turn a stored value back into an object); plain JSON values are stored as they are.
 DECODERS: dict[str, Callable[[Any], Any]] = {
     "json": lambda value: value,
     "SourceVideo": SourceVideo.from_json,
     "Document": _document,
+    # Written before 2026-12-04 (video fields repeated per document): still read.
     "list[Document]": lambda values: [_document(v) for v in values],
+    "list[Document]/shared": _documents_from_shared,
+    "list[TimedChunk]": lambda values: [_timed_chunk(v) for v in values],
 }
 
 
@@ -43,7 +82,9 @@ def encode(value: Any) -> str:
     elif isinstance(value, Document):
         shape, data = "Document", _document_fields(value)
     elif isinstance(value, list) and value and all(isinstance(v, Document) for v in value):
-        shape, data = "list[Document]", [_document_fields(v) for v in value]
+        shape, data = "list[Document]/shared", _shared_documents(value)
+    elif isinstance(value, list) and value and all(isinstance(v, TimedChunk) for v in value):
+        shape, data = "list[TimedChunk]", [_timed_chunk_fields(v) for v in value]
     else:
         shape, data = "json", value
     try:
@@ -52,14 +93,31 @@ def encode(value: Any) -> str:
         raise TypeError(f"cannot store a {type(value).__name__} as JSON: {error}") from None
 
 
-def decode(text: str, where: str) -> Any:
-    """The value a file holds; an unknown format or shape is refused, naming the file."""
+def shape_of(python_type: Any) -> str | None:
+    """The stored shape a value of this type is written as (e.g. list[TimedChunk]), or None when any shape may do."""
+    names = {SourceVideo: "SourceVideo", Document: "Document"}
+    if python_type in names:
+        return names[python_type]
+    if typing.get_origin(python_type) is list:
+        (item,) = typing.get_args(python_type)
+        return f"list[{item.__name__}]" if f"list[{getattr(item, '__name__', '')}]" in DECODERS else None
+    return None
+
+
+def decode(text: str, where: str, expected: str | None = None) -> Any:
+    """The value a file holds; an unknown format or shape, or not the `expected` one, is refused, naming the file."""
     try:
         stored = json.loads(text)
     except ValueError as error:
         raise ValueError(f"{where}: not a stored asset value ({error})") from None
     if not isinstance(stored, dict) or stored.get("format") != FORMAT or stored.get("shape") not in DECODERS:
         raise ValueError(f"{where}: not a {FORMAT} file (format or shape missing or unknown)")
+    # "list[Document]/shared" is how a list[Document] is written since 2026-12-04 (video fields once per file).
+    if expected is not None and stored["shape"].split("/")[0] != expected and stored["value"] != []:
+        # Timed chunks were stored as LangChain Documents before 2026-12-04.
+        raise ValueError(
+            f"{where}: written by an older version (a {stored['shape']}, not a {expected}); re-materialize its asset"
+        )
     try:
         return DECODERS[stored["shape"]](stored["value"])
     except (KeyError, TypeError) as error:
@@ -93,7 +151,7 @@ class PartitionedJsonIOManager(dg.ConfigurableIOManager):
             temporary.unlink(missing_ok=True)
             raise OSError(error.errno, f"cannot write {path} (PSTUTS_IO_PATH): {error.strerror or error}") from None
 
-    def _read(self, path: UPath) -> Any:
+    def _read(self, path: UPath, expected: str | None = None) -> Any:
         if not path.exists():
             old = path.with_suffix(".pkl")
             if old.exists():
@@ -103,7 +161,7 @@ class PartitionedJsonIOManager(dg.ConfigurableIOManager):
                     "re-materialize the upstream asset for this partition"
                 )
             raise FileNotFoundError(f"{path}: missing; materialize the upstream asset for this partition first")
-        return decode(path.read_text(encoding="utf-8"), str(path))
+        return decode(path.read_text(encoding="utf-8"), str(path), expected)
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
         if obj is None:
@@ -121,4 +179,8 @@ class PartitionedJsonIOManager(dg.ConfigurableIOManager):
         asset_key = context.asset_key
         if not context.has_asset_partitions:
             return self._read(self._path(asset_key, None))
-        return {key: self._read(self._path(asset_key, key)) for key in context.asset_partition_keys}
+        # The input is {partition: value}, as the consumer declares it: each file holds one value of the dict's value type.
+        wanted = context.dagster_type.typing_type
+        args = typing.get_args(wanted) if typing.get_origin(wanted) is dict else ()
+        expected = shape_of(args[1]) if len(args) == 2 else None
+        return {key: self._read(self._path(asset_key, key), expected) for key in context.asset_partition_keys}

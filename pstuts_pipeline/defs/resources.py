@@ -18,10 +18,21 @@ from pydantic import Field
 from pstuts_pipeline import embedding
 from pstuts_pipeline.answers.chat import ChatSettings
 from pstuts_pipeline.chunking.chunker import ChunkerSettings
-from pstuts_pipeline.redaction import redact
+from pstuts_pipeline.redaction import has_credentials, redact, strip_credentials
 from pstuts_pipeline.search import reranking
 from pstuts_pipeline.search.context import ContextSettings
-from pstuts_pipeline.settings import data_dir, env, env_int, env_set, storage_dir
+from pstuts_pipeline.settings import (
+    DEFAULT_BACKEND,
+    data_dir,
+    embedding_backend,
+    env,
+    env_int,
+    env_limit,
+    env_set,
+    max_chunk_tokens,
+    reranker_backend,
+    storage_dir,
+)
 from pstuts_pipeline.training import reranker as reranker_training
 
 if TYPE_CHECKING:  # imported when a client is made: it costs a second, which `pstuts ingest` with nothing to do saves
@@ -54,6 +65,10 @@ class EmbeddingsResource(dg.ConfigurableResource):
         default="float32",
         description="Local models: 'float32', or 'bfloat16' (twice as fast on AMX/AVX-512 CPUs; another model id).",
     )
+    backend: str = Field(
+        default=DEFAULT_BACKEND,
+        description="Local models: 'torch', 'onnx' or 'onnx-int8' (ONNX Runtime on an export; another model id).",
+    )
     cache_dir: str | None = Field(
         default=None, description="Embedding cache folder (empty string disables; default under the storage dir)."
     )
@@ -65,7 +80,7 @@ class EmbeddingsResource(dg.ConfigurableResource):
     @property
     def spec(self) -> embedding.EmbeddingSpec:
         return embedding.EmbeddingSpec(
-            self.provider, self.model, self.openai_base_url or None, self.batch_size, self.precision
+            self.provider, self.model, self.openai_base_url or None, self.batch_size, self.precision, self.backend
         )
 
     @property
@@ -145,12 +160,15 @@ class RerankerResource(dg.ConfigurableResource):
     depth: int = Field(default=reranking.DEPTH, ge=1, description="First-stage candidates rescored per question.")
     phrases: int = Field(default=reranking.PHRASES_PER_CHUNK, ge=1, description="Phrases of each candidate it reads.")
     weight: float = Field(default=reranking.WEIGHT, description="Weight of its standardised score in the sum.")
+    backend: str = Field(default=DEFAULT_BACKEND, description="'torch', 'onnx' or 'onnx-int8'.")
 
     def get(self) -> reranking.Reranker | None:
         """The reranker, loaded once per process, or None when none is configured."""
         if not self.model:
             return None
-        return reranking.load_reranker(self.model, reranking.RerankSettings(self.depth, self.phrases, self.weight))
+        return reranking.load_reranker(
+            self.model, reranking.RerankSettings(self.depth, self.phrases, self.weight), self.backend
+        )
 
 
 class ChunkerResource(dg.ConfigurableResource):
@@ -242,7 +260,8 @@ class QdrantResource(dg.ConfigurableResource):
             yield client
         except (ResponseHandlingException, UnexpectedResponse) as error:
             # "[Errno 111] Connection refused" alone does not say which server; the reply may echo the API key.
-            raise QdrantUnavailableError(f"Qdrant server at {self.url} (QDRANT_URL): {redact(str(error))}") from None
+            where = strip_credentials(self.url)
+            raise QdrantUnavailableError(f"Qdrant server at {where} (QDRANT_URL): {redact(str(error))}") from None
         finally:
             client.close()
 
@@ -298,8 +317,16 @@ class ChatModelResource(dg.ConfigurableResource):
         )
 
 
+def _url_setting(name: str) -> str | None:
+    """A URL setting; one that carries credentials goes in as dg.EnvVar, so Dagster stores its name, not them."""
+    value = env(name)
+    if not value:
+        return None
+    return dg.EnvVar(name) if has_credentials(value) else value
+
+
 def resources_from_env() -> dict[str, dg.ConfigurableResource]:
-    """Every resource, configured from the environment variables listed in the README; secrets as dg.EnvVar.
+    """Every resource, configured from the environment variables in docs/configuration.md; secrets as dg.EnvVar.
 
     A secret given as dg.EnvVar shows in the UI as "from OPENAI_API_KEY" (its value never enters the run config).
     """
@@ -308,9 +335,10 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
         "embeddings": EmbeddingsResource(
             provider=env("PSTUTS_EMBEDDING_PROVIDER", "local"),
             model=embedding.resolve_model(env("PSTUTS_EMBEDDING_MODEL")),
-            openai_base_url=env("OPENAI_BASE_URL") or None,
+            openai_base_url=_url_setting("OPENAI_BASE_URL"),
             batch_size=env_int("PSTUTS_EMBEDDING_BATCH_SIZE", 32),
             precision=env("PSTUTS_EMBEDDING_PRECISION", "float32"),
+            backend=embedding_backend(),
             # Set but empty turns the cache off; unset keeps the default folder.
             cache_dir=env("PSTUTS_EMBEDDING_CACHE_DIR") if env_set("PSTUTS_EMBEDDING_CACHE_DIR") else None,
             openai_api_key=dg.EnvVar("OPENAI_API_KEY") if env("OPENAI_API_KEY") else None,
@@ -319,23 +347,24 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
             model=reranker_training.resolve_reranker(env("PSTUTS_RERANKER")),
             depth=env_int("PSTUTS_RERANK_DEPTH", reranking.DEPTH),
             phrases=env_int("PSTUTS_RERANK_PHRASES", reranking.PHRASES_PER_CHUNK),
+            backend=reranker_backend(),
         ),
         "chunker": ChunkerResource(
-            buffer_size=env_int("PSTUTS_CHUNKER_BUFFER_SIZE", ChunkerSettings.buffer_size),
-            max_chunk_tokens=env_int("PSTUTS_MAX_CHUNK_TOKENS", 0),
-            min_chunk_tokens=env_int("PSTUTS_MIN_CHUNK_TOKENS", 8),
+            buffer_size=env_limit("PSTUTS_CHUNKER_BUFFER_SIZE", ChunkerSettings.buffer_size, minimum=0),
+            max_chunk_tokens=max_chunk_tokens(),
+            min_chunk_tokens=env_limit("PSTUTS_MIN_CHUNK_TOKENS", 8, minimum=0),
             context=env("PSTUTS_CHUNK_CONTEXT"),
             context_use=env("PSTUTS_CHUNK_CONTEXT_USE", "bm25"),
         ),
         "qdrant": QdrantResource(
             path=env("PSTUTS_QDRANT_PATH"),
-            url=env("QDRANT_URL") or None,
+            url=_url_setting("QDRANT_URL"),
             api_key=dg.EnvVar("QDRANT_API_KEY") if env("QDRANT_API_KEY") else None,
             collection=env("PSTUTS_COLLECTION", "pstuts_transcripts"),
         ),
         "chat_model": ChatModelResource(
             model=env("PSTUTS_CHAT_MODEL"),
-            base_url=env("PSTUTS_CHAT_BASE_URL") or env("OPENAI_BASE_URL") or None,
+            base_url=_url_setting("PSTUTS_CHAT_BASE_URL") or _url_setting("OPENAI_BASE_URL"),
             api_key=next((dg.EnvVar(k) for k in ("PSTUTS_CHAT_API_KEY", "OPENAI_API_KEY") if env(k)), None),
             timeout_s=float(env("PSTUTS_CHAT_TIMEOUT_S") or 60),
             max_tokens=env_int("PSTUTS_CHAT_MAX_TOKENS", 120),

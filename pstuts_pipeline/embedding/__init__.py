@@ -48,6 +48,9 @@ class EmbeddingSpec:
     # Local models only: "bfloat16" runs the matrix products in bfloat16 (AMX/AVX-512 CPUs: twice as fast;
     # vectors differ by up to 2e-3, so it is another model id, with its own fingerprints and cache).
     precision: str = "float32"
+    # Local models only: "torch", or ONNX Runtime on an export of the same weights ("onnx", "onnx-int8"); each
+    # backend other than torch is another model id (embedding/onnx.py).
+    backend: str = "torch"
 
     @property
     def model_name(self) -> str:

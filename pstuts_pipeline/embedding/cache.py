@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import array
+import contextlib
 import functools
 import hashlib
+import logging
+import math
+import os
 import re
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -108,20 +113,104 @@ def _memory_store() -> MemoizedByteStore:
     return MemoizedByteStore(_NoStore())
 
 
-@functools.cache
-def _cache_store(cache_dir: Path) -> MemoizedByteStore:
-    from langchain_classic.storage import LocalFileStore
-
-    return MemoizedByteStore(LocalFileStore(str(cache_dir)))
+# An entry: this tag, an 8-byte BLAKE2b digest of the vector, then the vector as float64. A torn, emptied or
+# altered entry fails the check and is embedded again.
+ENTRY_TAG = b"pv1:"
+DIGEST_BYTES = 8
+log = logging.getLogger(__name__)
 
 
 def _vector_to_bytes(vector: Sequence[float]) -> bytes:
     # float64 keeps every value exactly (float32 models and API floats alike) at a tenth of JSON's cost.
-    return array.array("d", vector).tobytes()
+    data = array.array("d", vector).tobytes()
+    return ENTRY_TAG + hashlib.blake2b(data, digest_size=DIGEST_BYTES).digest() + data
 
 
-def _vector_from_bytes(data: bytes) -> list[float]:
-    return array.array("d", data).tolist()
+def entry_problem(entry: bytes) -> str | None:
+    """Why a stored entry is not a vector this cache wrote, or None when it is one."""
+    header = len(ENTRY_TAG) + DIGEST_BYTES
+    data = entry[header:]
+    if not entry.startswith(ENTRY_TAG) or len(entry) <= header or len(data) % 8:
+        return f"{len(entry)} bytes, not an entry of this cache"
+    if hashlib.blake2b(data, digest_size=DIGEST_BYTES).digest() != entry[len(ENTRY_TAG) : header]:
+        return "its content does not match its checksum"
+    if not all(math.isfinite(v) for v in array.array("d", data)):
+        return "it holds values that are not finite"
+    return None
+
+
+def _vector_from_bytes(entry: bytes) -> list[float]:
+    return array.array("d", entry[len(ENTRY_TAG) + DIGEST_BYTES :]).tolist()
+
+
+class CheckedFileStore(ByteStore):
+    """One file per entry, written atomically (a temporary file renamed into place) and checked when read.
+
+    Written in place, a full disk left empty entries that failed every later ingest; a damaged entry is now
+    dropped and embedded again, with one warning line per process naming the folder.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.warned = False
+
+    def _path(self, key: str) -> Path:
+        return self.root / key
+
+    def _read(self, key: str) -> bytes | None:
+        path = self._path(key)
+        try:
+            entry = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            return self._bad(path, f"cannot be read: {error.strerror}")
+        problem = entry_problem(entry)
+        return entry if problem is None else self._bad(path, problem)
+
+    def _bad(self, path: Path, problem: str) -> None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        if not self.warned:
+            self.warned = True
+            log.warning(
+                "embedding cache entry %s in %s (PSTUTS_EMBEDDING_CACHE_DIR) is damaged (%s): embedding it again "
+                "(further damaged entries are replaced without a word)",
+                path.name,
+                self.root,
+                problem,
+            )
+
+    def mget(self, keys: Sequence[str]) -> list[bytes | None]:
+        return [self._read(key) for key in keys]
+
+    def mset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        for key, value in key_value_pairs:
+            fd, temporary = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as file:
+                    file.write(value)
+                os.replace(temporary, self._path(key))
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
+
+    def mdelete(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            with contextlib.suppress(FileNotFoundError):
+                self._path(key).unlink()
+
+    def yield_keys(self, *, prefix: str | None = None) -> Iterator[str]:
+        for path in self.root.iterdir() if self.root.is_dir() else ():
+            if not path.name.startswith(".tmp-") and path.name.startswith(prefix or ""):
+                yield path.name
+
+
+@functools.cache
+def _cache_store(cache_dir: Path) -> MemoizedByteStore:
+    return MemoizedByteStore(CheckedFileStore(cache_dir))
 
 
 def _cache_key(namespace: str, text: str) -> str:
@@ -131,7 +220,8 @@ def _cache_key(namespace: str, text: str) -> str:
 def cache_namespace(spec: EmbeddingSpec) -> str:
     """The cache's key prefix: the model, and the value format (raw float64)."""
     # LocalFileStore admits only [A-Za-z0-9_.-/] in keys; an OpenAI model id holds ':' '@' and a URL.
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", spec.model_id) + "_f64_"
+    # "_f64c_": entries with a checksum; older unchecked ones ("_f64_") are left unread.
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", spec.model_id) + "_f64c_"
 
 
 def cached(

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from langchain_core.embeddings import Embeddings
 
-from pstuts_pipeline.embedding import models
-from pstuts_pipeline.settings import offline_model_hub
+from pstuts_pipeline.embedding import models, onnx
+from pstuts_pipeline.settings import offline_model_hub, onnx_models_dir
 
 if TYPE_CHECKING:
     from pstuts_pipeline.embedding import EmbeddingSpec, TokenCounter
@@ -33,7 +33,8 @@ class LocalProvider:
     def model_id(self, spec: EmbeddingSpec) -> str:
         folder = Path(self.model_name(spec))
         model_id = f"local:{folder.name}:{models.fingerprint_folder(folder)[:16]}"
-        return model_id if spec.precision == "float32" else f"{model_id}@{spec.precision}"
+        model_id = model_id if spec.precision == "float32" else f"{model_id}@{spec.precision}"
+        return model_id if spec.backend == "torch" else f"{model_id}@{spec.backend}"
 
     def load(self, spec: EmbeddingSpec, api_key: str | None = None) -> Embeddings:
         with _load_lock:  # a preload in another thread and the first use wait for one load, not two
@@ -72,14 +73,22 @@ class LocalProvider:
 def _loaded(spec: EmbeddingSpec) -> Embeddings:
     if spec.precision not in PRECISIONS:
         raise ValueError(f"PSTUTS_EMBEDDING_PRECISION is {spec.precision!r}; expected one of {', '.join(PRECISIONS)}")
+    onnx.check_backend(spec.backend, "PSTUTS_EMBEDDING_BACKEND")
+    if spec.backend != "torch" and spec.precision != "float32":
+        raise ValueError(
+            f"PSTUTS_EMBEDDING_PRECISION={spec.precision} runs on torch only, not PSTUTS_EMBEDDING_BACKEND={spec.backend}"
+        )
     offline_model_hub()
-    from langchain_huggingface import HuggingFaceEmbeddings
-
     folder = Path(spec.model_name)
     if not (folder / "modules.json").exists() and not (folder / "config.json").exists():
         raise FileNotFoundError(f"{folder}: not a sentence-transformers model folder (PSTUTS_EMBEDDING_MODEL)")
     # Whatever folder is named (the bundled one by its own path too), before any weights are read.
     models.verify_model_folder(folder)
+    if spec.backend != "torch":
+        inner = onnx.load_embedder(folder, spec.backend, onnx_models_dir(), spec.batch_size)
+        return LengthSortedBatches(inner, token_lengths_of(spec), spec.batch_size)
+    from langchain_huggingface import HuggingFaceEmbeddings
+
     model = HuggingFaceEmbeddings(
         model_name=str(folder),
         model_kwargs={"device": "cpu", "local_files_only": True},
@@ -114,9 +123,9 @@ class LengthSortedBatches(Embeddings):
         self.precision = precision
 
     def _precision(self) -> contextlib.AbstractContextManager:
-        import torch
-
         if self.precision == "bfloat16":
+            import torch  # only here: the ONNX backends run without it
+
             return torch.autocast("cpu", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 

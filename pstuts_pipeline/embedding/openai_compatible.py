@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from langchain_core.embeddings import Embeddings
 
-from pstuts_pipeline.redaction import redact
+from pstuts_pipeline.redaction import redact, strip_credentials
 from pstuts_pipeline.settings import openai_api_key
 
 if TYPE_CHECKING:
@@ -31,7 +31,8 @@ class OpenAICompatibleProvider:
         return spec.model or OPENAI_DEFAULT_MODEL
 
     def model_id(self, spec: EmbeddingSpec) -> str:
-        return f"openai:{self.model_name(spec)}@{spec.base_url or 'api.openai.com'}"
+        # Credentials in the URL are not part of the model: stripped, and a URL without any gives the id it always did.
+        return f"openai:{self.model_name(spec)}@{strip_credentials(spec.base_url or 'api.openai.com')}"
 
     def load(self, spec: EmbeddingSpec, api_key: str | None = None) -> Embeddings:
         key = api_key or openai_api_key()
@@ -80,7 +81,8 @@ def _new_client(spec: EmbeddingSpec, key: str) -> Embeddings:
         chunk_size=max(spec.batch_size, 16),
         max_retries=MAX_RETRIES,
     )
-    return ProviderErrors(client, f"openai embeddings provider at {spec.base_url or OPENAI_DEFAULT_BASE_URL}")
+    where = strip_credentials(spec.base_url or OPENAI_DEFAULT_BASE_URL)
+    return ProviderErrors(client, f"openai embeddings provider at {where}")
 
 
 class ProviderConfigError(RuntimeError):

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pstuts_pipeline.settings import offline_model_hub
+from pstuts_pipeline.embedding import onnx
+from pstuts_pipeline.settings import offline_model_hub, onnx_models_dir
 
-# Measured on dev, see the README's Reranker section.
+# Measured on dev, see docs/benchmarks.md, "Reranker".
 DEPTH = 10
 PHRASES_PER_CHUNK = 2
 WEIGHT = 1.0
@@ -36,22 +37,34 @@ class RerankSettings:
 class Reranker:
     """A trained cross-encoder folder, loaded once per process, and how search uses it."""
 
-    def __init__(self, folder: Path, settings: RerankSettings = RerankSettings()):
+    def __init__(self, folder: Path, settings: RerankSettings = RerankSettings(), backend: str = "torch"):
         offline_model_hub()
-        from sentence_transformers.cross_encoder import CrossEncoder
-
+        onnx.check_backend(backend, "PSTUTS_RERANKER_BACKEND")
         if not (Path(folder) / "config.json").exists():
             raise FileNotFoundError(
                 f"{folder}: not a reranker folder (PSTUTS_RERANKER); train one with `pstuts tune-reranker`"
             )
         self.folder = Path(folder)
         self.settings = settings
+        self.backend = backend
+        if backend != "torch":  # ONNX Runtime on a verified export; torch is not imported
+            self.onnx = onnx.load_reranker(self.folder, backend, onnx_models_dir())
+            return
+        from sentence_transformers.cross_encoder import CrossEncoder
+
         self.model = CrossEncoder(str(folder), device="cpu", local_files_only=True)
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """The cross-encoder's logit for each (question, phrase) pair, shortest pairs batched together."""
         if not pairs:
             return np.zeros(0, dtype=np.float32)
+        if self.backend != "torch":
+            order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+            scores = np.zeros(len(pairs), dtype=np.float32)
+            for start in range(0, len(order), 64):
+                batch = order[start : start + 64]
+                scores[batch] = self.onnx.run([pairs[i] for i in batch])[0].reshape(-1)
+            return scores
         import torch
 
         # float32: bfloat16 autocast took 1.6x as long here (AVX512-BF16 without AMX).
@@ -63,9 +76,9 @@ class Reranker:
 
 
 @functools.cache
-def load_reranker(folder: str, settings: RerankSettings = RerankSettings()) -> Reranker:
+def load_reranker(folder: str, settings: RerankSettings = RerankSettings(), backend: str = "torch") -> Reranker:
     """The reranker of a folder, loaded once per process."""
-    return Reranker(Path(folder), settings)
+    return Reranker(Path(folder), settings, backend)
 
 
 def standardised(scores: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,10 +48,10 @@ class SearchSettings:
     def from_env(cls) -> SearchSettings:
         """PSTUTS_CHUNK_VECTOR_WEIGHT, PSTUTS_TEMPORAL_WEIGHT, PSTUTS_TEMPORAL_SIGMA_S, PSTUTS_TEMPORAL_RELINK."""
         return cls(
-            chunk_weight=env_settings.env_float("PSTUTS_CHUNK_VECTOR_WEIGHT", CHUNK_WEIGHT),
+            chunk_weight=env_settings.env_weight("PSTUTS_CHUNK_VECTOR_WEIGHT", CHUNK_WEIGHT),
             temporal=temporal.TemporalSettings(
-                weight=env_settings.env_float("PSTUTS_TEMPORAL_WEIGHT", temporal.WEIGHT),
-                sigma_s=env_settings.env_float("PSTUTS_TEMPORAL_SIGMA_S", temporal.SIGMA_S),
+                weight=env_settings.env_weight("PSTUTS_TEMPORAL_WEIGHT", temporal.WEIGHT),
+                sigma_s=env_settings.env_seconds("PSTUTS_TEMPORAL_SIGMA_S", temporal.SIGMA_S),
                 relink=env_settings.env("PSTUTS_TEMPORAL_RELINK") == "1",
             ),
         )
@@ -73,6 +73,9 @@ class SearchResult:
     chunk_index: int
     link_sent_id: int
     link_sentence: str
+    source_file: str = ""
+    # Each phrase of the chunk as (begin seconds, text), so an answer can quote a phrase and cite its own moment.
+    phrases: list[tuple[float, str]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -117,8 +120,9 @@ def fuse(rankings: Sequence[tuple[Sequence[models.ScoredPoint], float]]) -> list
     return sorted(fused.items(), key=lambda item: item[1], reverse=True)
 
 
-def _link(url: str, seconds: float) -> str:
-    return f"{url.split('#')[0]}#t={seconds:.1f}"
+def moment_link(url: str, seconds: float) -> str:
+    """The url at the moment (a media fragment); no url, no link: `#t=1.0` alone leads nowhere."""
+    return f"{url.split('#')[0]}#t={seconds:.1f}" if url else ""
 
 
 @dataclass
@@ -163,12 +167,16 @@ def to_result(found: Candidate) -> SearchResult:
         start=meta["start"],
         stop=meta["stop"],
         link_time=link_time,
-        link=_link(meta["url"], link_time),
+        link=moment_link(meta["url"], link_time),
         score=float(found.score),
         text=text,
         chunk_index=meta["chunk_index"],
         link_sent_id=link_meta["sent_ids"][choice],
         link_sentence=link_text[a:b],
+        source_file=meta.get("source_file", ""),
+        phrases=[
+            (float(t[0]), text[a:b]) for t, (a, b) in zip(meta["speech_start_stop_times"], meta["phrase_char_spans"])
+        ],
     )
 
 

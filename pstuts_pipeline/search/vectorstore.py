@@ -44,6 +44,8 @@ class VideoInfo:
     desc: str
     url: str
     source_hash: str
+    # The name of the file the video was read from: what a result without a url names instead of a link.
+    source_file: str = ""
 
 
 def point_id(video_id: int, chunk_index: int) -> str:
@@ -112,6 +114,7 @@ def chunk_payload(chunk: TimedChunk, video: VideoInfo, fingerprint: str) -> dict
             "url": video.url,
             **chunk.metadata(),
             "source_hash": video.source_hash,
+            "source_file": video.source_file,
             "fingerprint": fingerprint,
         },
     }

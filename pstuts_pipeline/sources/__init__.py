@@ -36,9 +36,20 @@ __all__ = [
 ]
 
 
+SOURCE_SUFFIXES = (".json", *CAPTION_SUFFIXES)
+
+
+def is_source_name(name: str) -> bool:
+    """Whether a file name is one to read: a known suffix in any case, and not hidden.
+
+    Hidden names are editors' and macOS's: `.#x.json` (an Emacs lock), `._x.json` (AppleDouble metadata).
+    """
+    return not name.startswith(".") and Path(name).suffix.lower() in SOURCE_SUFFIXES
+
+
 def source_files(folder: Path) -> list[Path]:
     """The files of a data folder that hold videos, in a stable order."""
-    return sorted(p for p in folder.glob("*") if p.suffix == ".json" or p.suffix.lower() in CAPTION_SUFFIXES)
+    return sorted(p for p in folder.glob("*") if is_source_name(p.name))
 
 
 def read_source_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:

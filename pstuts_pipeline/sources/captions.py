@@ -4,7 +4,8 @@ A caption file says nothing of its video, so the rest comes from beside it:
 - the video id from `video_id` in a sidecar `<name>.toml`, else from the number the file name starts with
   (`1234 - Remove a background.srt` is video 1234);
 - the title, description and url from the sidecar's `title`, `desc` and `url`, else the title from the file name
-  after the number (`Remove a background`), no description and no url.
+  after the number (`Remove a background`), no description, and as url the video file beside the caption file (same
+  name, a common video extension) as a file:// URL, or none.
 """
 
 from __future__ import annotations
@@ -16,10 +17,24 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pstuts_pipeline.sources.model import InputError, RawPhrase, SourceVideo, content_hash, normalize_text, utf8_text
+from pstuts_pipeline.settings import max_field_chars, max_phrase_chars, max_phrases_per_video
+from pstuts_pipeline.sources.model import (
+    InputError,
+    RawPhrase,
+    SourceVideo,
+    content_hash,
+    id_problem,
+    length_problem,
+    normalize_text,
+    seconds_problem,
+    utf8_text,
+)
+from pstuts_pipeline.sources.reading import UnreadableFile, read_source_bytes
 
 CAPTION_SUFFIXES = (".srt", ".vtt")
 SIDECAR_SUFFIX = ".toml"
+# A sidecar holds four short fields; anything far bigger is not one.
+SIDECAR_MAX_BYTES = 1 << 20
 SIDECAR_KEYS = {"video_id": int, "title": str, "desc": str, "url": str}
 NAMED_ID = re.compile(r"^(\d+)\b\s*(?:[-–_.:]\s*)?(.*)$")
 # SRT writes 00:01:02,500 and WebVTT 01:02.500 or 00:01:02.500; either is read in either kind of file.
@@ -35,12 +50,12 @@ def _sidecar(path: Path, named_id: int | None) -> dict[str, Any]:
     if not sidecar.exists():
         return {}
     try:
-        text, problem, _ = utf8_text(sidecar.read_bytes())
+        text, problem, _ = utf8_text(read_source_bytes(sidecar, max_bytes=SIDECAR_MAX_BYTES))
         if problem is not None:
             raise InputError(str(sidecar), problem, named_id)
         fields = tomllib.loads(text)
-    except OSError as exc:
-        raise InputError(str(sidecar), f"cannot be read: {exc.strerror}", named_id) from None
+    except UnreadableFile as exc:
+        raise InputError(str(sidecar), str(exc.strerror), named_id) from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(str(sidecar), f"is not valid TOML: {exc}", named_id) from None
     for key, value in fields.items():
@@ -49,16 +64,36 @@ def _sidecar(path: Path, named_id: int | None) -> dict[str, Any]:
             raise InputError(str(sidecar), f"unknown key (known: {', '.join(SIDECAR_KEYS)})", named_id, key)
         if not isinstance(value, expected) or isinstance(value, bool):
             kind = "an integer" if expected is int else "a string"
-            raise InputError(str(sidecar), f"is {value!r}, not {kind}", named_id, key)
+            raise InputError(str(sidecar), f"is {_shown(value)}, not {kind}", named_id, key)
+        problem = (
+            id_problem(value) if expected is int else length_problem(value, max_field_chars(), "PSTUTS_MAX_FIELD_CHARS")
+        )
+        if problem:
+            raise InputError(str(sidecar), problem, named_id, key)
     return fields
+
+
+def _shown(value: object) -> str:
+    """A bad value as its repr, cut short: a field may be megabytes long."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _seconds(value: str, file: str, video_id: int, where: str) -> float:
     match = TIMESTAMP.match(value)
     if match is None:
-        raise InputError(file, f"{value!r} is not a timestamp like 00:01:02,500", video_id, where)
+        raise InputError(file, f"{_shown(value)} is not a timestamp like 00:01:02,500", video_id, where)
     hours, minutes, seconds, fraction = match.groups()
-    return int(hours or 0) * 3600 + int(minutes) * 60 + int(seconds) + int(fraction.ljust(3, "0")) / 1000
+    # Bounded before int(): an hour field of 400 digits is too large to convert to float.
+    if hours and len(hours.lstrip("0")) > 6:
+        raise InputError(
+            file, f"{_shown(value)}: an hour field of {len(hours)} digits is no time in a video", video_id, where
+        )
+    total = int(hours or 0) * 3600 + int(minutes) * 60 + int(seconds) + int(fraction.ljust(3, "0")) / 1000
+    problem = seconds_problem(total)
+    if problem:
+        raise InputError(file, f"{value} {problem}", video_id, where)
+    return total
 
 
 def _cue_text(lines: list[str]) -> str:
@@ -79,6 +114,11 @@ def parse_cues(text: str, file: str, video_id: int, webvtt: bool) -> list[RawPhr
         if not blocks or not re.match(r"WEBVTT\b", blocks[0][0]):
             raise InputError(file, "does not start with 'WEBVTT': not a WebVTT file", video_id)
         blocks = [b for b in blocks[1:] if b[0].split(maxsplit=1)[0] not in NOT_CUES]
+    limit, text_limit = max_phrases_per_video(), max_phrase_chars()
+    if len(blocks) > limit:
+        raise InputError(
+            file, f"holds {len(blocks):,} cues, over the limit of {limit:,} (PSTUTS_MAX_PHRASES_PER_VIDEO)", video_id
+        )
     phrases = []
     for block in blocks:
         where = f"cue {len(phrases) + 1}"
@@ -86,14 +126,17 @@ def parse_cues(text: str, file: str, video_id: int, webvtt: bool) -> list[RawPhr
         if timing is None or timing > 1:
             # Before the timing line there may be one line: the cue's number (SRT) or identifier (WebVTT).
             raise InputError(
-                file, f"has no timing line like '00:00:01,000 --> 00:00:02,500': {block[0]!r}", video_id, where
+                file, f"has no timing line like '00:00:01,000 --> 00:00:02,500': {_shown(block[0])}", video_id, where
             )
         begin, _, rest = block[timing].partition("-->")
         end = rest.split()[0] if rest.split() else ""  # WebVTT cue settings (align:start ...) follow the end time
+        text = _cue_text(block[timing + 1 :])
+        if length_problem(text, text_limit, "PSTUTS_MAX_PHRASE_CHARS"):
+            raise InputError(file, length_problem(text, text_limit, "PSTUTS_MAX_PHRASE_CHARS"), video_id, where)
         phrases.append(
             RawPhrase(
                 len(phrases) + 1,
-                _cue_text(block[timing + 1 :]),
+                text,
                 _seconds(begin.strip(), file, video_id, f"{where}: begin"),
                 _seconds(end, file, video_id, f"{where}: end"),
             )
@@ -105,14 +148,33 @@ def parse_cues(text: str, file: str, video_id: int, webvtt: bool) -> list[RawPhr
     return phrases
 
 
+# Containers browsers and players open at a `#t=` fragment; the video beside its captions shares their name.
+VIDEO_SUFFIXES = (".mp4", ".webm", ".mkv", ".mov", ".m4v", ".ogv", ".avi")
+
+
+def media_beside(path: Path) -> str:
+    """The file:// URL of the video file beside a caption file (same name, a common video extension), or ""."""
+    for suffix in VIDEO_SUFFIXES:
+        for candidate in (path.with_suffix(suffix), path.with_suffix(suffix.upper())):
+            if candidate.is_file():
+                return candidate.resolve().as_uri()
+    return ""
+
+
 def read_caption_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
     """The one video of an SRT or WebVTT file, or the error naming the file, the cue and what is wrong."""
     file = str(path)
     named = NAMED_ID.match(path.stem)
+    if named and len(named.group(1)) > 24:
+        problem = f"the file name starts with a number of {len(named.group(1))} digits, not a video id"
+        return [], [InputError(file, problem, field="video_id")]
     named_id = int(named.group(1)) if named else None
     try:
         meta = _sidecar(path, named_id)
         video_id = meta.get("video_id", named_id)
+        if video_id is not None and id_problem(video_id):
+            # A file name of 300 digits: the id would not fit SQLite, Qdrant or a file name of its own.
+            raise InputError(file, f"the id in the file name {id_problem(video_id)}", field="video_id")
         if video_id is None:
             sidecar = path.with_suffix(SIDECAR_SUFFIX).name
             raise InputError(
@@ -121,9 +183,9 @@ def read_caption_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
                 field="video_id",
             )
         try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(file, f"cannot be read: {exc.strerror}", video_id) from None
+            data = read_source_bytes(path)
+        except UnreadableFile as exc:
+            raise InputError(file, str(exc.strerror), video_id) from None
         text, problem, _ = utf8_text(data)
         if problem is not None:
             raise InputError(file, problem, video_id)
@@ -132,6 +194,11 @@ def read_caption_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
     except InputError as error:
         return [], [error]
     title = meta.get("title") or (named.group(2).strip() if named else "") or path.stem
-    fields = {"video_id": video_id, "title": title, "desc": meta.get("desc", ""), "url": meta.get("url", "")}
+    fields = {
+        "video_id": video_id,
+        "title": title,
+        "desc": meta.get("desc", ""),
+        "url": meta.get("url") or media_beside(path),
+    }
     typed = {**fields, "phrases": [asdict(p) for p in phrases]}
     return [SourceVideo(**fields, phrases=tuple(phrases), qa=(), file=file, content_hash=content_hash(typed))], []

@@ -176,3 +176,31 @@ def utf8_text(data: bytes) -> tuple[str, str | None, int]:
         position = len(data[bom : bom + exc.start].decode("utf-8", errors="replace"))
         line = readable.count("\n", 0, position) + 1
         return readable, f"is not UTF-8 text: {exc.reason} at byte {bom + exc.start} (line {line})", position
+
+
+# Bounds by meaning. Ids are stored as SQLite and Qdrant integers and name files: 0 to 2**63 - 1 (19 digits).
+MAX_ID = 2**63 - 1
+# The longest a tutorial is taken to run: a week. A time past it is a broken value, not a long video.
+MAX_SECONDS = 7 * 24 * 3600
+
+
+def id_problem(value: int) -> str | None:
+    """Why an integer cannot be a video or phrase id, or None when it can."""
+    if 0 <= value <= MAX_ID:
+        return None
+    shown = f"a number of {len(str(abs(value)))} digits" if abs(value) > 10**24 else str(value)
+    return f"is {shown}, not an id from 0 to {MAX_ID} (2**63 - 1)"
+
+
+def seconds_problem(value: float) -> str | None:
+    """Why a time cannot be a moment of a video, or None when it can."""
+    if value <= MAX_SECONDS:
+        return None
+    return f"is {value:.6g} s, past the longest video taken ({MAX_SECONDS:,} s, a week)"
+
+
+def length_problem(value: str, limit: int, variable: str) -> str | None:
+    """Why a text is too long for what it is, or None."""
+    if len(value) <= limit:
+        return None
+    return f"is {len(value):,} characters long, over the limit of {limit:,} ({variable})"

@@ -14,19 +14,23 @@ from helpers import stored_points
 from langchain_core.documents import Document
 
 from pstuts_pipeline.chunking import validation
-from pstuts_pipeline.chunking.transcripts import normalize_text
+from pstuts_pipeline.chunking.chunker import TimedChunk
+from pstuts_pipeline.chunking.transcripts import Phrase, normalize_text
 from pstuts_pipeline.cli.ingest import IngestReport, ingest
 from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.defs.assets.chunks import phrases_of, timed_chunk_of
+from pstuts_pipeline.defs.assets.chunks import phrases_of
 from pstuts_pipeline.defs.checks import (
     chunk_times_ordered_and_bounded,
     chunks_fit_token_window,
+    linking_problems,
     phrases_linked_exactly_once,
     points_match_chunks,
+    points_problems,
+    timing_problems,
 )
 from pstuts_pipeline.defs.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.defs.io_managers import decode
-from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource, resources_from_env
+from pstuts_pipeline.defs.resources import EmbeddingsResource, QdrantResource, resources_from_env
 
 CHECKS = [phrases_linked_exactly_once, chunk_times_ordered_and_bounded, chunks_fit_token_window, points_match_chunks]
 
@@ -34,7 +38,7 @@ CHECKS = [phrases_linked_exactly_once, chunk_times_ordered_and_bounded, chunks_f
 @dataclass
 class Ingested:
     report: IngestReport
-    evaluations: dict[str, dg.AssetCheckEvaluation]
+    evaluations: dict[str, list[dg.AssetCheckEvaluation]]
     storage: Path
 
     def outputs(self, asset: str) -> dict[str, object]:
@@ -57,11 +61,11 @@ def all_pstuts(tmp_path_factory, pstuts_files) -> Ingested:
         env.setenv("PSTUTS_DATA_DIR", str(data))
         with dg.DagsterInstance.get() as instance:
             report = ingest(build_definitions(resources_from_env()), instance)
-            evaluations = {
-                record.dagster_event.event_specific_data.check_name: record.dagster_event.event_specific_data
-                for run_id in report.run_ids
-                for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
-            }
+            evaluations: dict[str, list[dg.AssetCheckEvaluation]] = {}
+            for run_id in report.run_ids:
+                for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+                    evaluation = record.dagster_event.event_specific_data
+                    evaluations.setdefault(evaluation.check_name, []).append(evaluation)
     return Ingested(report, evaluations, storage)
 
 
@@ -76,53 +80,35 @@ def test_all_65_videos_ingest_in_one_run(all_pstuts, pstuts_catalog):
 @pytest.mark.slow
 @pytest.mark.parametrize("check", [c.check_key.name for c in CHECKS])
 def test_each_asset_check_passes_on_every_video(all_pstuts, check):
-    evaluation = all_pstuts.evaluations[check]
-    assert evaluation.metadata["videos_checked"].value == 65
-    assert evaluation.metadata["videos_failing"].value == 0, evaluation.metadata["problems"].value
-    assert evaluation.passed
+    evaluations = all_pstuts.evaluations[check]
+    assert sorted(e.partition for e in evaluations) == sorted(all_pstuts.report.plan.to_ingest)
+    failing = {e.partition: e.metadata["details"].value for e in evaluations if not e.passed}
+    assert failing == {}
+    assert all(e.metadata["video_id"].value == int(e.partition) for e in evaluations)
 
 
 @pytest.mark.slow
 def test_every_phrase_is_linked_once_timed_and_within_the_window(all_pstuts, pstuts_catalog):
     """The checks' verdict, recomputed from the stored outputs and compared with the raw records."""
     phrase_docs: dict[str, list[Document]] = all_pstuts.outputs("phrase_documents")
-    chunks_by_video: dict[str, list[Document]] = all_pstuts.outputs("timestamped_chunks")
+    chunks_by_video: dict[str, list[TimedChunk]] = all_pstuts.outputs("timestamped_chunks")
     assert sorted(chunks_by_video) == sorted(pstuts_catalog.videos)
     embeddings = EmbeddingsResource()
     window, special = embeddings.window()
     for key, video in pstuts_catalog.videos.items():
         raw = video.phrases
         phrases = phrases_of(phrase_docs[key])
-        chunks = [timed_chunk_of(d) for d in chunks_by_video[key]]
+        chunks = chunks_by_video[key]
         assert [p.sent_id for p in phrases] == [r.sent_id for r in raw]
         assert [p.text for p in phrases] == [normalize_text(r.text) for r in raw]
         assert [s for c in chunks for s in c.sent_ids] == [r.sent_id for r in raw], f"video {key}"
         assert validation.linking_problems(phrases, chunks) == []
         assert validation.timing_problems(chunks) == []
         assert validation.window_problems(chunks, embeddings.count_tokens, window, special) == []
-        for doc, chunk in zip(chunks_by_video[key], chunks, strict=True):
-            assert doc.page_content == " ".join(p.text for p in chunk.phrases)
-            assert (doc.metadata["start"], doc.metadata["stop"]) == (chunk.phrases[0].begin, chunk.phrases[-1].end)
 
 
-def _chunk_doc(index: int, phrases: list[tuple[int, str, float, float]]) -> Document:
-    text = " ".join(t for _, t, _, _ in phrases)
-    spans, cursor = [], 0
-    for _, t, _, _ in phrases:
-        spans.append([cursor, cursor + len(t)])
-        cursor += len(t) + 1
-    return Document(
-        page_content=text,
-        metadata={
-            "video_id": 1,
-            "chunk_index": index,
-            "start": phrases[0][2],
-            "stop": phrases[-1][3],
-            "sent_ids": [s for s, _, _, _ in phrases],
-            "speech_start_stop_times": [[b, e] for _, _, b, e in phrases],
-            "phrase_char_spans": spans,
-        },
-    )
+def _chunk(index: int, phrases: list[tuple[int, str, float, float]]) -> TimedChunk:
+    return TimedChunk(index, tuple(Phrase(*p) for p in phrases))
 
 
 def _phrase_docs(phrases: list[tuple[int, str, float, float]]) -> list[Document]:
@@ -132,46 +118,57 @@ def _phrase_docs(phrases: list[tuple[int, str, float, float]]) -> list[Document]
 PHRASES = [(0, "Open the file.", 0.0, 2.0), (1, "Okay.", 2.0, 3.0), (2, "Now crop it.", 3.0, 5.0)]
 
 
-def _linking(chunks: list[Document]):
-    return phrases_linked_exactly_once(timestamped_chunks={"1": chunks}, phrase_documents={"1": _phrase_docs(PHRASES)})
+def _linking(chunks: list[TimedChunk]) -> list[str]:
+    return linking_problems({"1": chunks}, {"1": _phrase_docs(PHRASES)})["1"]
 
 
-def test_the_linking_check_fails_on_a_lost_doubled_or_rewritten_phrase():
-    assert _linking([_chunk_doc(0, PHRASES[:2]), _chunk_doc(1, PHRASES[2:])]).passed
-    lost = [_chunk_doc(0, PHRASES[:1]), _chunk_doc(1, PHRASES[2:])]
-    doubled = [
-        _chunk_doc(0, PHRASES[:2]),
-        _chunk_doc(1, PHRASES[1:]),
-    ]  # "Okay." at the end of one and start of the next
-    rewritten = [_chunk_doc(0, PHRASES[:2]), _chunk_doc(1, PHRASES[2:])]
-    rewritten[1].page_content = "Now crop it!"
-    padded = [_chunk_doc(0, PHRASES[:2]), _chunk_doc(1, PHRASES[2:])]
-    padded[1].page_content += " And more."
-    for chunks in (lost, doubled, rewritten, padded):
-        result = _linking(chunks)
-        assert not result.passed and result.metadata["videos_failing"].value == 1
+def test_the_linking_check_fails_on_a_lost_or_doubled_phrase():
+    assert _linking([_chunk(0, PHRASES[:2]), _chunk(1, PHRASES[2:])]) == []
+    lost = [_chunk(0, PHRASES[:1]), _chunk(1, PHRASES[2:])]
+    doubled = [_chunk(0, PHRASES[:2]), _chunk(1, PHRASES[1:])]  # "Okay." at the end of one and start of the next
+    for chunks in (lost, doubled):
+        assert _linking(chunks)
 
 
-def test_the_timing_check_fails_on_a_chunk_going_backwards_or_a_wrong_span():
-    backwards = {"1": [_chunk_doc(0, PHRASES[2:]), _chunk_doc(1, PHRASES[:2])]}
-    result = chunk_times_ordered_and_bounded(timestamped_chunks=backwards)
-    assert not result.passed and "before the previous chunk" in str(result.metadata["problems"].value)
-    unset = [_chunk_doc(0, PHRASES[:2]), _chunk_doc(1, PHRASES[2:])]
-    unset[1].metadata["stop"] = None
-    result = chunk_times_ordered_and_bounded(timestamped_chunks={"1": unset})
-    assert not result.passed and result.metadata["problems"].value == {
-        "1": ["chunk 1: start/stop 3.0/None, not its phrases' span 3.0/5.0"]
-    }
+def test_the_timing_check_fails_on_a_chunk_going_backwards():
+    backwards = {"1": [_chunk(0, PHRASES[2:]), _chunk(1, PHRASES[:2])]}
+    assert "before the previous chunk" in str(timing_problems(backwards)["1"])
 
 
 def test_the_window_check_fails_on_a_chunk_over_the_window():
     huge = [(i, "Click the layer and drag it.", float(i), i + 1.0) for i in range(60)]
-    result = chunks_fit_token_window(
-        timestamped_chunks={"1": [_chunk_doc(0, huge)]},
-        embeddings=EmbeddingsResource(),
-        chunker=ChunkerResource(),
-    )
-    assert not result.passed and "over the 256-token window" in str(result.metadata["problems"].value)
+    embeddings = EmbeddingsResource()
+    window, special = embeddings.window()
+    problems = validation.window_problems([_chunk(0, huge)], embeddings.count_tokens, window, special)
+    assert "over the 256-token window" in str(problems)
+
+
+def test_each_partition_of_a_range_run_gets_its_own_check_verdict(tmp_path):
+    """A check over a range run of two videos reports each one, with only its own problems."""
+    videos = dg.DynamicPartitionsDefinition(name="videos")
+
+    @dg.asset(partitions_def=videos, backfill_policy=dg.BackfillPolicy.single_run())
+    def chunks(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        return dg.MaterializeResult()
+
+    @dg.asset_check(asset=chunks, partitions_def=videos)
+    def only_video_2_fails(context: dg.AssetCheckExecutionContext):
+        from pstuts_pipeline.defs.checks import per_partition
+
+        yield from per_partition(context, {"1": [], "2": ["chunk 0: broken"]})
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        instance.add_dynamic_partitions("videos", ["1", "2"])
+        tags = {"dagster/asset_partition_range_start": "1", "dagster/asset_partition_range_end": "2"}
+        result = dg.materialize([chunks, only_video_2_fails], instance=instance, tags=tags, raise_on_error=False)
+        found = {e.partition: (e.passed, e.metadata["details"].value) for e in result.get_asset_check_evaluations()}
+        materialized = {
+            r.partition_key: r.storage_id
+            for r in instance.fetch_materializations(dg.AssetKey("chunks"), limit=10).records
+        }
+        targets = {e.partition: e.target_materialization_data.storage_id for e in result.get_asset_check_evaluations()}
+    assert found == {"1": (True, []), "2": (False, ["chunk 0: broken"])}
+    assert targets == materialized
 
 
 @pytest.mark.slow
@@ -180,7 +177,7 @@ def test_the_points_check_fails_when_a_video_lost_points_or_fields(all_pstuts, t
     key = min(chunks, key=lambda k: len(chunks[k]))
     qdrant = QdrantResource(path=str(tmp_path / "qdrant"))
     shutil.copytree(all_pstuts.storage / "qdrant", tmp_path / "qdrant")
-    assert points_match_chunks(timestamped_chunks={key: chunks[key]}, qdrant=qdrant).passed
+    assert points_problems({key: chunks[key]}, qdrant) == {key: []}
     with qdrant.get_client() as client:
         first = stored_points(all_pstuts.storage)
         mine = [p for p in first if str(p["payload"]["metadata"]["video_id"]) == key]
@@ -188,9 +185,7 @@ def test_the_points_check_fails_when_a_video_lost_points_or_fields(all_pstuts, t
         payload = mine[1]["payload"]
         del payload["metadata"]["url"]
         client.overwrite_payload(qdrant.collection, payload=payload, points=[mine[1]["id"]])
-    result = points_match_chunks(timestamped_chunks={key: chunks[key]}, qdrant=qdrant)
-    problems = result.metadata["problems"].value[key]
-    assert not result.passed
+    problems = points_problems({key: chunks[key]}, qdrant)[key]
     assert problems[0] == f"{len(chunks[key]) - 1} points for {len(chunks[key])} chunks"
     assert problems[1] == f"point {mine[1]['id']}: missing ['url']"
 

@@ -1,4 +1,4 @@
-"""The commands users run: `pstuts ingest`, `pstuts search`, `dagster asset materialize`, parallel partitions."""
+"""The commands users run: `pstuts ingest`, `pstuts search`, `dagster asset materialize`, `dg`, parallel partitions."""
 
 import json
 import os
@@ -108,3 +108,27 @@ def test_ingest_exits_nonzero_naming_a_missing_video(cli_env):
     result = run([str(BIN / "pstuts"), "ingest", "--video", "123456"], cli_env)
     assert result.returncode == 1
     assert "123456" in result.stderr and "no file" in result.stderr
+
+
+def dg_command(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`dg` as a user runs it from the project folder, with this environment active."""
+    return run([str(BIN / "dg"), *args], {**env, "VIRTUAL_ENV": sys.prefix})
+
+
+def test_dagster_dg_tools_check_list_and_launch_the_project(cli_env, storage):
+    checked = dg_command(["check", "defs"], cli_env)
+    assert checked.returncode == 0 and "All definitions loaded successfully" in checked.stdout + checked.stderr
+
+    listed = dg_command(["list", "defs", "--json"], cli_env)
+    assert listed.returncode == 0, listed.stderr
+    defs = json.loads(listed.stdout)
+    assets = {a["asset_key"] for a in defs["assets"]}
+    assert set(INGESTION_ASSET_NAMES) <= assets
+    assert {"ingest_videos", "remove_videos"} <= {j["name"] for j in defs["jobs"]}
+    assert "transcript_folder_sensor" in {s["name"] for s in defs["sensors"]}
+
+    registered = run([str(BIN / "pstuts"), "register"], cli_env)
+    assert registered.returncode == 0, registered.stderr
+    launched = dg_command(["launch", "--assets", ",".join(INGESTION_ASSET_NAMES), "--partition", "9002"], cli_env)
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    assert set(point_counts(storage)) == {9002}

@@ -41,3 +41,11 @@ def test_a_directly_invoked_asset_has_no_run_and_says_so_with_that_error() -> No
     context = dg.build_asset_context()
     with pytest.raises(dagster_private.DagsterInvalidPropertyError):
         context.run  # noqa: B018 - the access is the test
+
+
+def test_a_check_evaluation_names_the_partition_and_materialization_it_checked() -> None:
+    target = dagster_private.AssetCheckEvaluationTargetMaterializationData(run_id="r", storage_id=1, timestamp=2.0)
+    evaluation = dg.AssetCheckEvaluation(
+        asset_key=dg.AssetKey("a"), check_name="c", passed=True, partition="7", target_materialization_data=target
+    )
+    assert (evaluation.partition, evaluation.target_materialization_data.storage_id) == ("7", 1)

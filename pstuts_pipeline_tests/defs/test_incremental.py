@@ -42,10 +42,10 @@ def points_by_id(resources: dict) -> dict[str, dict]:
 
 
 def run_metadata(instance: dg.DagsterInstance, run_id: str, asset: str) -> dict:
-    """The metadata of an asset's materialization in one run (a single-run step reports its totals on each)."""
-    records = instance.fetch_materializations(dg.AssetKey(asset), limit=100).records
-    events = [r.asset_materialization for r in records if r.run_id == run_id]
-    assert events, f"{asset} was not materialized in run {run_id}"
+    """An asset's totals in one run: the observation its step logs beside each partition's own metadata."""
+    records = instance.fetch_observations(dg.AssetKey(asset), limit=100).records
+    events = [r.asset_observation for r in records if r.run_id == run_id]
+    assert len(events) == 1, f"{asset} reported its totals {len(events)} times in run {run_id}"
     return {k: v.value for k, v in events[0].metadata.items()}
 
 

@@ -9,9 +9,10 @@ import pytest
 from helpers import SAMPLE_DIR
 from langchain_core.documents import Document
 
-from pstuts_pipeline.chunking.transcripts import load_catalog
+from pstuts_pipeline.chunking.chunker import TimedChunk
+from pstuts_pipeline.chunking.transcripts import Phrase, load_catalog
 from pstuts_pipeline.defs.assets.chunks import full_transcripts, phrase_documents, raw_transcripts
-from pstuts_pipeline.defs.io_managers import PartitionedJsonIOManager, decode, encode
+from pstuts_pipeline.defs.io_managers import PartitionedJsonIOManager, decode, encode, shape_of
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import EmbeddingsResource, TranscriptSource
 
@@ -34,6 +35,17 @@ def test_a_source_video_stored_before_the_typed_model_asks_for_a_rematerializati
     old = {"video_id": 9001, "record": {"video_id": 9001}, "file": "data/x.json", "content_hash": "0" * 64}
     with pytest.raises(ValueError, match="^x.json: written by an older version .*re-materialize its asset$"):
         decode(json.dumps({"format": "pstuts-io/1", "shape": "SourceVideo", "value": old}), "x.json")
+
+
+def test_timed_chunks_come_back_typed_and_old_document_files_ask_for_a_rematerialization():
+    chunk = TimedChunk(0, (Phrase(1, "Open the file.", 0.0, 2.0), Phrase(2, "", 2.0, 2.5)))
+    assert decode(encode([chunk]), "t", shape_of(list[TimedChunk])) == [chunk]
+    old = encode([Document(page_content="Open the file.", metadata={"chunk_index": 0})])
+    with pytest.raises(
+        ValueError, match=r"^x.json: written by an older version \(a list\[Document\](/shared)?, not a list"
+    ):
+        decode(old, "x.json", shape_of(list[TimedChunk]))
+    assert decode(encode([]), "x.json", "list[TimedChunk]") == []
 
 
 class RunsCode:
@@ -82,3 +94,26 @@ def test_a_crafted_pickle_is_never_loaded_and_the_error_says_why(tmp_path):
     stored = sorted(p.relative_to(io_path).as_posix() for p in io_path.rglob("*.json"))
     assert stored == ["full_transcripts/9001.json", "phrase_documents/9001.json", "raw_transcripts/9001.json"]
     assert decode((io_path / "full_transcripts" / "9001.json").read_text(), "f").metadata["video_id"] == 9001
+
+
+def test_video_fields_are_stored_once_per_file_not_once_per_phrase():
+    title = "T" * 1_000_000
+    documents = [
+        Document(page_content=f"Phrase {i}.", metadata={"video_id": 9001, "title": title, "sent_id": i})
+        for i in range(100)
+    ]
+    text = encode(documents)
+    assert len(text) < 1_100_000  # was 100 MB: the title once per phrase
+    loaded = decode(text, "test")
+    assert loaded == documents
+    assert all(d.metadata["title"] is loaded[0].metadata["title"] for d in loaded)  # one copy in memory too
+
+
+def test_documents_written_before_the_shared_shape_are_still_read():
+    document = Document(page_content="Crop it.", metadata={"video_id": 9001, "title": "Crop"})
+    old = {
+        "format": "pstuts-io/1",
+        "shape": "list[Document]",
+        "value": [{"page_content": "Crop it.", "metadata": document.metadata, "id": None}],
+    }
+    assert decode(json.dumps(old), "old.json") == [document]

@@ -93,16 +93,11 @@ def test_each_asset_on_a_real_video(few_real_videos):
         embeddings=embeddings,
         chunker=chunker,
     )[key]
-    linked = [s for c in timed for s in c.metadata["sent_ids"]]
+    linked = [s for c in timed for s in c.sent_ids]
     assert linked == [p["sent_id"] for p in video["transcripts"]]
     for chunk in timed:
-        meta = chunk.metadata
-        assert chunk.page_content == " ".join(
-            d.page_content for d in phrases if d.metadata["sent_id"] in meta["sent_ids"]
-        )
-        assert meta["start"] == meta["speech_start_stop_times"][0][0]
-        assert meta["stop"] == meta["speech_start_stop_times"][-1][1]
-        assert embeddings.count_tokens(chunk.page_content) + 2 <= 256
+        assert chunk.text == " ".join(d.page_content for d in phrases if d.metadata["sent_id"] in chunk.sent_ids)
+        assert embeddings.count_tokens(chunk.text) + 2 <= 256
 
 
 def _payloads(path: Path, collection: str) -> list[dict]:

@@ -158,3 +158,72 @@ def test_the_ui_lists_assets_and_partitions_and_materializes_a_video(webserver):
     }
     assert written["points_written"] == written["collection_points"] == chunks["chunks"] > 0
     assert chunks["max_chunk_tokens"] <= chunks["token_window"] == 256
+
+
+PARTITION_METADATA = """query($keys: [AssetKeyInput!], $partitions: [String!]) { assetNodes(assetKeys: $keys) {
+  assetKey { path }
+  assetMaterializations(partitions: $partitions) { runId partition metadataEntries { label
+    ... on IntMetadataEntry { intValue } ... on TextMetadataEntry { text } ... on MarkdownMetadataEntry { mdStr } } }
+  assetChecksOrError { ... on AssetChecks { checks { name partitionStatuses {
+    ... on AssetCheckDefaultPartitionStatuses { succeededPartitions failedPartitions skippedPartitions } } } } } } }"""
+
+
+def test_each_partition_of_a_range_run_shows_only_its_own_video(webserver):
+    """One run of the three sample videos; through GraphQL, each partition's metadata is about its video alone."""
+    videos = {"9001": "Crop and straighten", "9002": "Spot Healing Brush", "9003": "Free Transform"}
+    for key in videos:
+        added = webserver.gql(
+            """mutation($repo: RepositorySelector!, $key: String!) { addDynamicPartition(repositorySelector: $repo,
+               partitionsDefName: "videos", partitionKey: $key) { __typename } }""",
+            repo=REPOSITORY,
+            key=key,
+        )
+        assert added["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess"
+    range_tags = [
+        {"key": "dagster/asset_partition_range_start", "value": "9001"},
+        {"key": "dagster/asset_partition_range_end", "value": "9003"},
+    ]
+    launched = webserver.gql(
+        LAUNCH,
+        params={
+            "selector": {**REPOSITORY, "jobName": "ingest_videos"},
+            "executionMetadata": {"tags": range_tags},
+            "runConfigData": '{"execution": {"config": {}}}',
+        },
+    )["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    run_id = launched["run"]["runId"]
+    status_query = '{ runOrError(runId: "' + run_id + '") { ... on Run { status } } }'
+
+    def status() -> str:
+        return webserver.gql(status_query)["runOrError"]["status"]
+
+    wait_until(lambda: status() in ("SUCCESS", "FAILURE", "CANCELED"), 600, f"run {run_id}")
+    assert status() == "SUCCESS", f"run {run_id}; see {webserver.log}"
+
+    keys = [{"path": [name]} for name in INGESTION_ASSET_NAMES]
+    found = webserver.gql(PARTITION_METADATA, keys=keys, partitions=list(videos))["assetNodes"]
+    chunks_by_video: dict[str, int] = {}
+    for node in sorted(found, key=lambda n: INGESTION_ASSET_NAMES.index(n["assetKey"]["path"][0])):
+        name = node["assetKey"]["path"][0]
+        by_partition = {m["partition"]: m for m in node["assetMaterializations"]}
+        assert sorted(by_partition) == sorted(videos), name
+        for key, materialization in by_partition.items():
+            assert materialization["runId"] == run_id
+            entries = {e["label"]: e for e in materialization["metadataEntries"]}
+            assert "videos" not in entries and "by_video" not in entries, (name, key, entries)
+            if "video_id" in entries:
+                assert entries["video_id"]["intValue"] == int(key), (name, key)
+            text = " ".join(str(e.get("text") or e.get("mdStr") or "") for e in entries.values())
+            assert not any(title in text for other, title in videos.items() if other != key), (name, key, text)
+            if name == "raw_transcripts":
+                assert videos[key] in entries["title"]["text"]
+            if name == "timestamped_chunks":
+                chunks_by_video[key] = entries["chunks"]["intValue"]
+                assert entries["preview"]["mdStr"].count("\n") == chunks_by_video[key] + 1  # header, rule, rows
+            if name == "qdrant_collection":
+                assert entries["points_written"]["intValue"] == chunks_by_video[key] > 0
+        for check in node["assetChecksOrError"]["checks"]:
+            statuses = check["partitionStatuses"]
+            assert sorted(statuses["succeededPartitions"]) == sorted(videos), (name, check)
+            assert statuses["failedPartitions"] == statuses["skippedPartitions"] == [], (name, check)

@@ -31,7 +31,7 @@ def proxy(open_server):
 
 
 def use_openai(monkeypatch, base_url: str, key: str) -> None:
-    """The environment the README gives for an OpenAI-compatible server; it truncates input at 256 tokens."""
+    """The environment docs/configuration.md gives for an OpenAI-compatible server; it truncates input at 256 tokens."""
     for name, value in {
         "PSTUTS_EMBEDDING_PROVIDER": "openai",
         "OPENAI_BASE_URL": base_url,

@@ -72,7 +72,7 @@ def test_search_finds_the_answers_video_and_links_within_15_seconds(searchable):
     questions = searchable["questions"]
     ranked = ask(searchable, [q.text for q in questions])
     metrics = evaluation.evaluate(questions, ranked)
-    # Three videos only, so far easier than the full collection (README, "Search quality", has the dev figures).
+    # Three videos only, so far easier than the full collection (docs/benchmarks.md, "Retrieval", has the dev figures).
     assert metrics["hit@5"] >= 0.6 and metrics["link@5"] >= 0.6, metrics
     # A question with an unmistakable answer ("I'll choose File, Place Embedded, ...") lands on it.
     question = next(q for q in questions if q.text == "which button is used to place embedded the image?")

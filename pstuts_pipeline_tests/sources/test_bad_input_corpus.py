@@ -83,3 +83,29 @@ def test_the_whole_corpus_at_once_through_the_real_command(ingested, storage):  
     missing = [m for name in MANIFEST for m in expected(name, ingested) if m not in done.stderr]
     assert missing == [], done.stderr
     assert stored_points(storage) == before
+
+
+# Special files cannot live in git: each is made in the data folder by the test, with the message it must give.
+SPECIAL_FILES = {
+    "fifo.json": (lambda path: os.mkfifo(path), "is a named pipe (FIFO), not a regular file: not read"),
+    "zero.json": (lambda path: path.symlink_to("/dev/zero"), "is a character device, not a regular file: not read"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPECIAL_FILES))
+def test_special_files_neither_hang_nor_stop_ingest_or_the_sensor(name, ingested, storage, monkeypatch, capsys):  # noqa: F811
+    before = stored_points(storage)
+    make, message = SPECIAL_FILES[name]
+    make(ingested / name)
+    monkeypatch.setattr(cli, "_definitions", lambda: build_definitions(resources_from_env()))
+
+    code, _, err = run_main(monkeypatch, capsys, "ingest")
+
+    assert code == 1 and f"{ingested / name}: {message}" in err, err
+    with (
+        dg.DagsterInstance.get() as instance,
+        dg.build_sensor_context(instance=instance, resources=resources_from_env()) as context,
+    ):
+        result = transcript_folder_sensor(context)
+    assert result.run_requests == [] and f"{ingested / name}: {message}" in result.skip_reason.skip_message
+    assert stored_points(storage) == before

@@ -94,6 +94,17 @@ def test_a_sidecar_gives_id_title_desc_and_url(tmp_path):
     assert video.metadata() == {"video_id": 5, "title": "Sharpen", "desc": "Crisp detail.", "url": "https://x/5.mp4"}
 
 
+def test_without_a_sidecar_url_the_video_beside_the_captions_is_the_link(tmp_path):
+    path = write(tmp_path, "4242 - Sharpen.srt", SRT)
+    assert read_one(path).url == ""  # no video beside it: no link, not a bare "#t=1.0"
+    (tmp_path / "4242 - Sharpen.mp4").write_bytes(b"")
+    url = read_one(path).url
+    assert url == (tmp_path / "4242 - Sharpen.mp4").resolve().as_uri() and url.startswith("file:///")
+    assert retrieval.moment_link(url, 5.0) == url + "#t=5.0" and retrieval.moment_link("", 5.0) == ""
+    write(tmp_path, "4242 - Sharpen.toml", 'url = "https://x/5.mp4"\n')
+    assert read_one(path).url == "https://x/5.mp4"  # the sidecar's url wins
+
+
 def test_the_hash_follows_content_not_file_layout(tmp_path):
     (tmp_path / "copy").mkdir()
     first = read_one(write(tmp_path, "1 - A.srt", SRT))

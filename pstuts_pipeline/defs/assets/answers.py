@@ -8,6 +8,7 @@ from pstuts_pipeline.defs.assets.chunks import TranscriptSource
 from pstuts_pipeline.defs.assets.collection import qdrant_collection
 from pstuts_pipeline.defs.assets.evaluation import EVALUATION_GROUP, load_qa, qa_paths
 from pstuts_pipeline.defs.resources import ChatModelResource, EmbeddingsResource, QdrantResource
+from pstuts_pipeline.redaction import strip_credentials
 
 
 class AnswerEvaluationConfig(dg.Config):
@@ -77,6 +78,6 @@ def answer_evaluation(
             "qa_files": dg.MetadataValue.json([str(f) for f in files]),
             "collection": qdrant.collection,
             "chat_model": settings.model or "none (extractive)",
-            "chat_server": settings.base_url or ("OpenAI" if settings.enabled else "none"),
+            "chat_server": strip_credentials(settings.base_url or ("OpenAI" if settings.enabled else "none")),
         }
     )

@@ -32,22 +32,35 @@ def phrases_of(documents: list[Document]) -> list[Phrase]:
     ]
 
 
-def chunk_table(chunks: list[Document], rows: int = 20) -> dg.MetadataValue:
-    """A preview of chunks with their times, for the UI."""
+def chunk_table(chunks: list[chunking.TimedChunk] | list[Document], rows: int = 20) -> dg.MetadataValue:
+    """A preview of one video's chunks with their times, for the UI."""
     frame = pd.DataFrame(
         [
-            {
-                "video": c.metadata["video_id"],
-                "chunk": c.metadata.get("chunk_index", i),
-                "start": c.metadata.get("start"),
-                "stop": c.metadata.get("stop"),
-                "phrases": len(c.metadata.get("sent_ids", [])) or None,
-                "text": c.page_content[:90],
-            }
+            {"chunk": c.index, "start": c.start, "stop": c.stop, "phrases": len(c.phrases), "text": c.text[:90]}
+            if isinstance(c, chunking.TimedChunk)
+            else {"chunk": i, "text": c.page_content[:90]}
             for i, c in enumerate(chunks[:rows])
         ]
     )
     return dg.MetadataValue.md(frame.to_markdown(index=False))
+
+
+def report_partitions(
+    context: dg.AssetExecutionContext, by_partition: dict[str, dict[str, object]], totals: dict[str, object]
+) -> None:
+    """Each partition gets its own video's metadata; the run's totals are an observation of the asset as a whole."""
+    for key, metadata in by_partition.items():
+        try:
+            context.add_asset_metadata(metadata, partition_key=key)
+        except AttributeError:  # Dagster 1.13: an asset invoked directly (unit tests) has no partitions to tag
+            context.add_output_metadata(totals)
+            break
+    else:
+        context.log_event(
+            dg.AssetObservation(asset_key=context.asset_key, metadata={"videos": len(by_partition), **totals})
+        )
+    summary = ", ".join(f"{name} {value}" for name, value in totals.items())
+    context.log.info(f"{context.asset_key.to_user_string()}: {len(by_partition)} videos; {summary}")
 
 
 @dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP, kinds={"json"})
@@ -64,14 +77,20 @@ def raw_transcripts(context: dg.AssetExecutionContext, transcript_source: Transc
     if problems:
         raise dg.Failure(description="\n".join(problems), allow_retries=False)
     videos = {k: catalog.videos[k] for k in wanted}
-    context.add_output_metadata(
+    report_partitions(
+        context,
         {
-            "videos": len(videos),
-            "phrases": sum(len(v.phrases) for v in videos.values()),
-            "qa_pairs": sum(len(v.qa) for v in videos.values()),
-            "files": dg.MetadataValue.json(sorted({v.file for v in videos.values()})),
-            "content_hashes": dg.MetadataValue.json({k: v.content_hash for k, v in videos.items()}),
-        }
+            k: {
+                "video_id": v.video_id,
+                "title": v.title,
+                "phrases": len(v.phrases),
+                "qa_pairs": len(v.qa),
+                "file": v.file,
+                "content_hash": v.content_hash,
+            }
+            for k, v in videos.items()
+        },
+        {"phrases": sum(len(v.phrases) for v in videos.values()), "qa_pairs": sum(len(v.qa) for v in videos.values())},
     )
     return videos
 
@@ -102,14 +121,18 @@ def phrase_documents(
             for p, r in zip(phrases, video.phrases, strict=True)
         ]
     totals = {name: sum(r[name] for r in repairs_by_video.values()) for name in TimeRepairs().as_dict()}
-    context.add_output_metadata(
+    report_partitions(
+        context,
         {
-            "phrases": sum(len(d) for d in result.values()),
-            "empty_phrases": sum(1 for docs in result.values() for d in docs if not d.page_content),
-            "time_repairs": sum(totals.values()),
-            **{f"repairs_{name}": count for name, count in totals.items()},
-            "repairs_by_video": dg.MetadataValue.json({k: v for k, v in repairs_by_video.items() if any(v.values())}),
-        }
+            key: {
+                "phrases": len(docs),
+                "empty_phrases": sum(1 for d in docs if not d.page_content),
+                "time_repairs": sum(repairs_by_video[key].values()),
+                **{f"repairs_{name}": count for name, count in repairs_by_video[key].items()},
+            }
+            for key, docs in result.items()
+        },
+        {"phrases": sum(len(d) for d in result.values()), "time_repairs": sum(totals.values())},
     )
     return result
 
@@ -124,8 +147,10 @@ def full_transcripts(
         meta = video_metadata(documents)
         text = chunking.full_transcript(phrases_of(documents))
         result[key] = Document(page_content=text, metadata={**meta, "phrases": len(documents)})
-    context.add_output_metadata(
-        {"videos": len(result), "characters": sum(len(d.page_content) for d in result.values())}
+    report_partitions(
+        context,
+        {key: {"phrases": doc.metadata["phrases"], "characters": len(doc.page_content)} for key, doc in result.items()},
+        {"characters": sum(len(d.page_content) for d in result.values())},
     )
     return result
 
@@ -148,30 +173,41 @@ def kamradt_chunks(
     model, counter = embeddings.get_embeddings()
     settings = chunker.settings(embeddings.window()[0])
     # Embed every video's chunker windows in one batch (filling the cache) instead of one small batch each.
-    windows = [
-        w
-        for doc in full_transcripts.values()
-        for w in chunking.chunker_windows(chunking.transcript_lines(doc.page_content), settings.buffer_size)
-    ]
+    windows_by_video = {
+        key: chunking.chunker_windows(chunking.transcript_lines(doc.page_content), settings.buffer_size)
+        for key, doc in full_transcripts.items()
+    }
+    windows = [w for ws in windows_by_video.values() for w in ws]
     model.embed_documents(windows)
+    embedded = time.perf_counter()
     semantic_chunker = chunking.make_chunker(model, settings)
     result: dict[str, list[Document]] = {}
-    for key, doc in full_transcripts.items():
+    per_video: dict[str, dict[str, object]] = {}
+    for done, (key, doc) in enumerate(full_transcripts.items(), 1):
+        video_started = time.perf_counter()
         texts = chunking.semantic_chunks(semantic_chunker, doc.page_content)
         result[key] = [
             Document(page_content=t, metadata={**doc.metadata, "kamradt_index": i}) for i, t in enumerate(texts)
         ]
-    all_chunks = [c for docs in result.values() for c in docs]
-    context.add_output_metadata(
+        per_video[key] = {
+            "chunks": len(texts),
+            "windows": len(windows_by_video[key]),
+            "embedding_model": embeddings.model_id,
+            # The windows of all the run's videos are embedded in one batch: only the split itself is this video's.
+            "split_seconds": round(time.perf_counter() - video_started, 3),
+            "preview": chunk_table(result[key]),
+        }
+        context.log.info(f"kamradt_chunks: {done}/{len(full_transcripts)} videos chunked")
+    report_partitions(
+        context,
+        per_video,
         {
-            "videos": len(result),
-            "chunks": len(all_chunks),
+            "chunks": sum(len(c) for c in result.values()),
             "windows_embedded": counter.texts_embedded,
             "windows_from_cache": len(windows) - counter.texts_embedded,
-            "embedding_model": embeddings.model_id,
+            "embed_seconds": round(embedded - started, 2),
             "seconds": round(time.perf_counter() - started, 2),
-            "preview": chunk_table(all_chunks),
-        }
+        },
     )
     return result
 
@@ -183,13 +219,14 @@ def timestamped_chunks(
     kamradt_chunks: dict[str, list[Document]],
     embeddings: EmbeddingsResource,
     chunker: ChunkerResource,
-) -> dict[str, list[Document]]:
+) -> dict[str, list[chunking.TimedChunk]]:
     """Each chunk linked to its phrases by character offsets, capped at the embedder's window."""
     window, special = embeddings.window()
     settings = chunker.settings(window)
-    result: dict[str, list[Document]] = {}
+    result: dict[str, list[chunking.TimedChunk]] = {}
+    per_video: dict[str, dict[str, object]] = {}
     for key, documents in phrase_documents.items():
-        meta = video_metadata(documents)
+        started = time.perf_counter()
         chunks = chunking.timed_chunks(
             [c.page_content for c in kamradt_chunks[key]],
             phrases_of(documents),
@@ -197,38 +234,16 @@ def timestamped_chunks(
             settings,
             special,
         )
-        result[key] = [chunk_document(chunk, meta) for chunk in chunks]
-    all_chunks = [c for docs in result.values() for c in docs]
-    tokens = [embeddings.count_tokens(c.page_content) + special for c in all_chunks]
-    context.add_output_metadata(
-        {
-            "videos": len(result),
-            "kamradt_chunks": sum(len(c) for c in kamradt_chunks.values()),
-            "chunks": len(all_chunks),
+        result[key] = chunks
+        tokens = [embeddings.count_tokens(c.text) + special for c in chunks]
+        per_video[key] = {
+            "kamradt_chunks": len(kamradt_chunks[key]),
+            "chunks": len(chunks),
             "max_chunk_tokens": max(tokens, default=0),
-            "token_window": settings.max_tokens,
             "median_chunk_tokens": float(pd.Series(tokens).median()) if tokens else 0.0,
-            "preview": chunk_table(all_chunks),
+            "token_window": settings.max_tokens,
+            "seconds": round(time.perf_counter() - started, 3),
+            "preview": chunk_table(chunks),
         }
-    )
+    report_partitions(context, per_video, {"chunks": sum(len(c) for c in result.values())})
     return result
-
-
-def chunk_document(chunk: chunking.TimedChunk, video_meta: dict[str, object]) -> Document:
-    """A timed chunk as a LangChain Document."""
-    return Document(
-        page_content=chunk.text,
-        metadata={**video_meta, **chunk.metadata()},
-    )
-
-
-def timed_chunk_of(document: Document) -> chunking.TimedChunk:
-    """Back from a Document to the chunk, phrases and all."""
-    meta = document.metadata
-    phrases = tuple(
-        Phrase(sent_id, document.page_content[a:b], begin, end)
-        for sent_id, (begin, end), (a, b) in zip(
-            meta["sent_ids"], meta["speech_start_stop_times"], meta["phrase_char_spans"], strict=True
-        )
-    )
-    return chunking.TimedChunk(meta["chunk_index"], phrases)

@@ -1,12 +1,12 @@
 """Embeds timestamped chunks and writes them to Qdrant, replacing each video's points idempotently."""
 
 import time
+from pathlib import Path
 
 import dagster as dg
-import pandas as pd
-from langchain_core.documents import Document
 
-from pstuts_pipeline.defs.assets.chunks import INGESTION_GROUP, SINGLE_RUN, TRANSIENT_RETRY, timed_chunk_of
+from pstuts_pipeline.chunking.chunker import TimedChunk
+from pstuts_pipeline.defs.assets.chunks import INGESTION_GROUP, SINGLE_RUN, TRANSIENT_RETRY, report_partitions
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource
 from pstuts_pipeline.search import context as chunk_context
@@ -29,7 +29,7 @@ QDRANT_POOL = "qdrant_writes"
 def qdrant_collection(
     context: dg.AssetExecutionContext,
     raw_transcripts: dict[str, SourceVideo],
-    timestamped_chunks: dict[str, list[Document]],
+    timestamped_chunks: dict[str, list[TimedChunk]],
     embeddings: EmbeddingsResource,
     chunker: ChunkerResource,
     qdrant: QdrantResource,
@@ -38,7 +38,7 @@ def qdrant_collection(
     started = time.perf_counter()
     model, counter = embeddings.get_embeddings()
     settings, situating = chunker.settings(embeddings.window()[0]), chunker.context_settings()
-    chunks = {key: [timed_chunk_of(d) for d in docs] for key, docs in timestamped_chunks.items()}
+    chunks = timestamped_chunks
     # The situating context of each chunk (empty when off), as its dense vector and/or BM25 terms see it.
     contexts = {
         key: chunk_context.chunk_contexts(
@@ -57,14 +57,16 @@ def qdrant_collection(
     unique = list(dict.fromkeys(texts))
     vectors = dict(zip(unique, model.embed_documents(unique), strict=True))
     embedded_at = time.perf_counter()
-    rows = []
+    per_video: dict[str, dict[str, object]] = {}
     with qdrant.get_client() as client:
         vectorstore.ensure_collection(client, qdrant.collection, len(next(iter(vectors.values()))), embeddings.model_id)
         video_ids = [raw_transcripts[key].video_id for key in chunks]
         existing = vectorstore.points_of_videos(client, qdrant.collection, video_ids, payload=False)
         for key, video_chunks in chunks.items():
             video = raw_transcripts[key]
-            info = vectorstore.VideoInfo(**video.metadata(), source_hash=video.content_hash)
+            info = vectorstore.VideoInfo(
+                **video.metadata(), source_hash=video.content_hash, source_file=Path(video.file).name
+            )
             fingerprint = build_fingerprint(
                 video.content_hash, embeddings.model_id, settings, chunker.fingerprint_context()
             )
@@ -80,29 +82,29 @@ def qdrant_collection(
             )
             before = {str(p.id) for p in existing[video.video_id]}
             stale = vectorstore.replace_video_points(client, qdrant.collection, video.video_id, points, before)
-            rows.append(
-                {
-                    "video": key,
-                    "title": info.title[:50],
-                    "points": len(points),
-                    "stale_deleted": stale,
-                    "fingerprint": fingerprint,
-                }
-            )
+            per_video[key] = {
+                "video_id": video.video_id,
+                "title": info.title,
+                "points_written": len(points),
+                "stale_points_deleted": stale,
+                "fingerprint": fingerprint,
+                "collection": qdrant.collection,
+                "embedding_model": embeddings.model_id,
+            }
         total_points = client.count(qdrant.collection, exact=True).count
-    return dg.MaterializeResult(
-        metadata={
-            "videos": len(rows),
-            "points_written": sum(r["points"] for r in rows),
-            "stale_points_deleted": sum(r["stale_deleted"] for r in rows),
-            "collection": qdrant.collection,
+    for metadata in per_video.values():
+        metadata["collection_points"] = total_points
+    report_partitions(
+        context,
+        per_video,
+        {
+            "points_written": sum(int(m["points_written"]) for m in per_video.values()),
+            "stale_points_deleted": sum(int(m["stale_points_deleted"]) for m in per_video.values()),
             "collection_points": total_points,
-            "embedding_model": embeddings.model_id,
             "texts_embedded": counter.texts_embedded,
             "texts_from_cache": len(vectors) - counter.texts_embedded,
             "embed_seconds": round(embedded_at - started, 2),
             "write_seconds": round(time.perf_counter() - embedded_at, 2),
-            "fingerprints": dg.MetadataValue.json({r["video"]: r["fingerprint"] for r in rows}),
-            "by_video": dg.MetadataValue.md(pd.DataFrame(rows).drop(columns="fingerprint").to_markdown(index=False)),
-        }
+        },
     )
+    return dg.MaterializeResult()

@@ -12,7 +12,8 @@ from qdrant_client import QdrantClient
 from pstuts_pipeline.defs.assets.chunks import TranscriptSource
 from pstuts_pipeline.defs.assets.collection import qdrant_collection
 from pstuts_pipeline.defs.resources import EmbeddingsResource, QdrantResource, RerankerResource
-from pstuts_pipeline.search import evaluation, reranking, retrieval
+from pstuts_pipeline.search import evaluation, reranking
+from pstuts_pipeline.search.scoring import score_search
 
 EVALUATION_GROUP = "evaluation"
 
@@ -66,22 +67,22 @@ def retrieval_evaluation(
     """
     files = qa_paths(config.qa_files, transcript_source)
     questions = load_qa(files)
+    asked = evaluation.folder_questions(transcript_source.path())
     started = time.perf_counter()
     with qdrant.get_client() as client:
         if not client.collection_exists(qdrant.collection):
             raise dg.Failure(description=f"collection {qdrant.collection!r} does not exist: ingest first")
-        ranked = retrieval.search_many(
+        metrics = score_search(
             client,
             qdrant.collection,
             embeddings.query_embeddings(),
             embeddings.model_id,
-            [q.text for q in questions],
+            questions,
             max(config.top_k, max(evaluation.KS)),
             reranker=reranker.get(),
+            asked=asked,
         )
     seconds = time.perf_counter() - started
-    asked = evaluation.folder_questions(transcript_source.path())
-    metrics = evaluation.evaluate(questions, ranked, asked=asked)
     compared = {}
     if config.compare_collection:
         with qdrant.get_client() as client:
@@ -145,11 +146,9 @@ def side_by_side(
     `vs_compared_*` values are this run's minus the other's.
     """
     model_id = embeddings.spec_for(model).model_id
-    texts = [q.text for q in questions]
-    ranked = retrieval.search_many(
-        client, collection, embeddings.query_embeddings(model), model_id, texts, top_k, reranker=reranker
+    other = score_search(
+        client, collection, embeddings.query_embeddings(model), model_id, questions, top_k, reranker, asked
     )
-    other = evaluation.evaluate(questions, ranked, asked=asked)
     names = [name for name in metrics if "@" in name]
     frame = pd.DataFrame(
         {"this": [metrics[n] for n in names], "compared": [other[n] for n in names]}, index=names

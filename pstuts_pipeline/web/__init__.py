@@ -1,0 +1,1 @@
+"""The learner's ask page and its JSON API (`pstuts serve`): FastAPI over the project's own search and answers."""

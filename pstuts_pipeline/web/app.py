@@ -1,0 +1,80 @@
+"""The FastAPI app: the page (static HTML, CSS and JS), the JSON API under /api, and local media under /media."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from pstuts_pipeline.search import vectorstore
+from pstuts_pipeline.web.engine import CollectionUnavailable, Engine
+from pstuts_pipeline.web.media import MEDIA_ROUTE
+from pstuts_pipeline.web.schemas import AskReply, AskRequest, Problem, Status
+
+STATIC = Path(__file__).resolve().parent / "static"
+WORD = re.compile(r"\w")
+# The page's own files only: no inline script or style, no frames, no plugins; media may come from any http(s) host.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+        "media-src 'self' http: https:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+PROBLEMS = {503: {"model": Problem, "description": "The collection is missing, empty or being written."}}
+
+
+def create_app(engine: Engine) -> FastAPI:
+    """The app over one engine. Swagger's /docs page is off: it loads its scripts from a CDN; /openapi.json stays."""
+    app = FastAPI(
+        title="pstuts ask",
+        summary="Answers to Photoshop questions, citing the moments in the tutorial videos.",
+        docs_url=None,
+        redoc_url=None,
+    )
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next) -> Response:  # noqa: ANN001 - Starlette's callable
+        response = await call_next(request)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    @app.exception_handler(CollectionUnavailable)
+    async def unavailable(request: Request, error: CollectionUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(error)}, status_code=503)
+
+    @app.exception_handler(vectorstore.ModelMismatchError)
+    async def mismatch(request: Request, error: vectorstore.ModelMismatchError) -> JSONResponse:
+        return JSONResponse({"detail": f"{error}: serve with the model it was built with"}, status_code=503)
+
+    @app.get("/api/status", response_model=Status)
+    def status() -> Status:
+        """The collection searched, its size, and whether a chat model writes the answers."""
+        return engine.status()
+
+    @app.post("/api/ask", response_model=AskReply, responses={422: {"model": Problem}, **PROBLEMS})
+    def ask(request: AskRequest) -> AskReply:
+        """Answer a question with its cited moments and the top results, each with how to play its moment."""
+        if not WORD.search(request.question):
+            # Without a word to match, search would return the collection's first chunks as if they were answers.
+            raise HTTPException(422, "a question needs at least one word")
+        return engine.ask(request.question, request.top_k)
+
+    @app.get(f"{MEDIA_ROUTE}/{{video_id}}", response_class=FileResponse, responses={404: {"model": Problem}})
+    def media(video_id: int) -> FileResponse:
+        """A video's local media file: only one found beside its caption file in the data folder."""
+        found = engine.media.files().get(video_id)
+        if found is None:
+            raise HTTPException(404, f"no local media for video {video_id}")
+        return FileResponse(found)
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
