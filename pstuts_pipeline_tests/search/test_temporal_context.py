@@ -1,5 +1,7 @@
 """Issue 24: the temporal kernel and the chunk-context builder on hand-made cases, then both on real videos."""
 
+import re
+
 import numpy as np
 import pytest
 from qdrant_client import models
@@ -175,3 +177,26 @@ def test_turning_chunk_context_on_reingests_and_puts_the_title_in_every_chunks_b
     # Unchanged settings: nothing to do.
     again = ingest(build_definitions(resources_from_env()), searchable["instance"])
     assert again.ok and again.plan.to_ingest == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("PSTUTS_TEMPORAL_WEIGHT", "-0.5", "PSTUTS_TEMPORAL_WEIGHT is -0.5; it must be a finite number of at least 0"),
+        ("PSTUTS_CHUNK_VECTOR_WEIGHT", "nan", "PSTUTS_CHUNK_VECTOR_WEIGHT is nan; it must be a finite number"),
+        ("PSTUTS_TEMPORAL_WEIGHT", "lots", "PSTUTS_TEMPORAL_WEIGHT is 'lots', not a number"),
+        ("PSTUTS_TEMPORAL_SIGMA_S", "0", "PSTUTS_TEMPORAL_SIGMA_S is '0'; it must be a positive number of seconds"),
+    ],
+)
+def test_search_settings_refuse_weights_and_widths_that_mean_nothing(monkeypatch, name, value, message):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        retrieval.SearchSettings.from_env()
+
+
+def test_search_settings_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv("PSTUTS_TEMPORAL_WEIGHT", "0.2")
+    monkeypatch.setenv("PSTUTS_TEMPORAL_SIGMA_S", "40")
+    monkeypatch.setenv("PSTUTS_TEMPORAL_RELINK", "1")
+    settings = retrieval.SearchSettings.from_env()
+    assert settings.temporal == TemporalSettings(weight=0.2, sigma_s=40.0, relink=True) and settings.chunk_weight == 0
