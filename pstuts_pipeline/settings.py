@@ -122,15 +122,27 @@ def quiet_third_party() -> None:
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
-def env_int(name: str, default: int) -> int:
-    """An integer setting from the environment, with a clear error if it is not one."""
+def _env_number(name: str, default: float, convert: type, noun: str) -> float:
     value = os.environ.get(name)
     if value in (None, ""):
         return default
     try:
-        return int(value)
+        return convert(value)
     except ValueError:
-        raise ValueError(f"environment variable {name} is {value!r}, not an integer") from None
+        raise ValueError(f"environment variable {name} is {value!r}, not {noun}") from None
+
+
+def env_int(name: str, default: int) -> int:
+    """An integer setting from the environment, with a clear error if it is not one."""
+    return int(_env_number(name, default, int, "an integer"))
+
+
+def env_weight(name: str, default: float) -> float:
+    """A non-negative finite weight from the environment, refused naming the variable when it is not one."""
+    weight = float(_env_number(name, default, float, "a number"))
+    if not 0 <= weight < float("inf"):
+        raise ValueError(f"environment variable {name} is {weight!r}; it must be a finite number of at least 0")
+    return weight
 
 
 def max_videos_per_run() -> int:

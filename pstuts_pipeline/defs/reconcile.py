@@ -125,8 +125,8 @@ def ingest_ranges(selected: list[str], order: list[str], limit: int) -> list[tup
 def fingerprint_function(embeddings: EmbeddingsResource, chunker: ChunkerResource) -> Callable[[SourceVideo], str]:
     """How a video's fingerprint is computed now, to compare with the one stored beside its points."""
     settings = chunker.settings(embeddings.window()[0])
-    model_id = embeddings.model_id
-    return lambda video: build_fingerprint(video.content_hash, model_id, settings)
+    model_id, context = embeddings.model_id, chunker.fingerprint_context()
+    return lambda video: build_fingerprint(video.content_hash, model_id, settings, context)
 
 
 @dataclass

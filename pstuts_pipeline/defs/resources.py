@@ -20,6 +20,7 @@ from pstuts_pipeline.answers.chat import ChatSettings
 from pstuts_pipeline.chunking.chunker import ChunkerSettings
 from pstuts_pipeline.redaction import has_credentials, redact, strip_credentials
 from pstuts_pipeline.search import reranking
+from pstuts_pipeline.search.context import ContextSettings
 from pstuts_pipeline.settings import (
     DEFAULT_BACKEND,
     data_dir,
@@ -186,6 +187,18 @@ class ChunkerResource(dg.ConfigurableResource):
         default=0, description="Cap on a chunk's tokens, special tokens included (0 = the model's input window)."
     )
     min_chunk_tokens: int = Field(default=8, description="A chunk smaller than this joins a neighbour if it fits.")
+    context: str = Field(
+        default="", description="Situating context per chunk: '', title, neighbours or title+neighbours."
+    )
+    context_use: str = Field(default="bm25", description="Where the context goes: dense, bm25 or both.")
+
+    def context_settings(self) -> ContextSettings:
+        return ContextSettings(source=self.context, use=self.context_use)
+
+    def fingerprint_context(self) -> ContextSettings | None:
+        """The context settings as the fingerprint counts them: None when off, so today's fingerprints hold."""
+        settings = self.context_settings()
+        return settings if settings.enabled else None
 
     def settings(self, window: int) -> ChunkerSettings:
         cap = min(self.max_chunk_tokens, window) if self.max_chunk_tokens else window
@@ -340,6 +353,8 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
             buffer_size=env_limit("PSTUTS_CHUNKER_BUFFER_SIZE", ChunkerSettings.buffer_size, minimum=0),
             max_chunk_tokens=max_chunk_tokens(),
             min_chunk_tokens=env_limit("PSTUTS_MIN_CHUNK_TOKENS", 8, minimum=0),
+            context=env("PSTUTS_CHUNK_CONTEXT"),
+            context_use=env("PSTUTS_CHUNK_CONTEXT_USE", "bm25"),
         ),
         "qdrant": QdrantResource(
             path=env("PSTUTS_QDRANT_PATH"),

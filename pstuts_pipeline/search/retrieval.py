@@ -6,6 +6,8 @@ best matches the question. Weights were chosen on PsTuts-VQA train questions and
 (benchmarks/retrieval_benchmark.py).
 """
 
+from __future__ import annotations
+
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -15,12 +17,15 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from qdrant_client import QdrantClient, models
 
-from pstuts_pipeline.search import lexical, reranking, vectorstore
+from pstuts_pipeline import settings as env_settings
+from pstuts_pipeline.search import lexical, reranking, temporal, vectorstore
 
 # Candidates asked of each ranking; the fused top-k comes from their union.
 CANDIDATES = 100
 # Weight of the BM25 ranking against the best-phrase ranking, both standardised over their candidates.
 LEXICAL_WEIGHT = 0.8
+# Weight of the whole-chunk dense vector's ranking; 0 leaves it out (measured on dev, docs/retrieval-experiments.md).
+CHUNK_WEIGHT = 0.0
 # Inside a chunk: cosine of each phrase plus this much of the share of the question's terms it contains.
 LINK_TERM_WEIGHT = 0.3
 # "How do I", "what did he", "how to": the model matches them against narration that has no such words.
@@ -30,6 +35,26 @@ _QUESTION_LEAD = re.compile(
     r"(\s+(i|you|he|she|we|they|one|u))?\b\s*",
     re.IGNORECASE,
 )
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """First-stage knobs beyond the fixed fusion: the whole-chunk vector's weight and the temporal signal."""
+
+    chunk_weight: float = CHUNK_WEIGHT
+    temporal: temporal.TemporalSettings = temporal.TemporalSettings()
+
+    @classmethod
+    def from_env(cls) -> SearchSettings:
+        """PSTUTS_CHUNK_VECTOR_WEIGHT, PSTUTS_TEMPORAL_WEIGHT, PSTUTS_TEMPORAL_SIGMA_S, PSTUTS_TEMPORAL_RELINK."""
+        return cls(
+            chunk_weight=env_settings.env_weight("PSTUTS_CHUNK_VECTOR_WEIGHT", CHUNK_WEIGHT),
+            temporal=temporal.TemporalSettings(
+                weight=env_settings.env_weight("PSTUTS_TEMPORAL_WEIGHT", temporal.WEIGHT),
+                sigma_s=env_settings.env_seconds("PSTUTS_TEMPORAL_SIGMA_S", temporal.SIGMA_S),
+                relink=env_settings.env("PSTUTS_TEMPORAL_RELINK") == "1",
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -110,6 +135,7 @@ class Candidate:
     texts: list[str]
     link_scores: np.ndarray  # one per spoken phrase; empty when the record has no phrase vectors
     choice: int = 0  # the linked phrase, a position in `spoken`
+    link_from: Candidate | None = None  # a neighbour whose phrase the link moved to (temporal relink)
 
 
 def candidate(record: models.Record, score: float, question_vector: np.ndarray, question: str) -> Candidate:
@@ -129,9 +155,11 @@ def to_result(found: Candidate) -> SearchResult:
     payload = found.record.payload or {}
     meta = payload["metadata"]
     text = payload["page_content"]
-    choice = found.spoken[found.choice]
-    link_time = float(meta["speech_start_stop_times"][choice][0])
-    a, b = meta["phrase_char_spans"][choice]
+    linked = found.link_from or found
+    link_meta, link_text = (linked.record.payload or {})["metadata"], (linked.record.payload or {})["page_content"]
+    choice = linked.spoken[linked.choice]
+    link_time = float(link_meta["speech_start_stop_times"][choice][0])
+    a, b = link_meta["phrase_char_spans"][choice]
     return SearchResult(
         video_id=meta["video_id"],
         title=meta["title"],
@@ -143,8 +171,8 @@ def to_result(found: Candidate) -> SearchResult:
         score=float(found.score),
         text=text,
         chunk_index=meta["chunk_index"],
-        link_sent_id=meta["sent_ids"][choice],
-        link_sentence=text[a:b],
+        link_sent_id=link_meta["sent_ids"][choice],
+        link_sentence=link_text[a:b],
         source_file=meta.get("source_file", ""),
         phrases=[
             (float(t[0]), text[a:b]) for t, (a, b) in zip(meta["speech_start_stop_times"], meta["phrase_char_spans"])
@@ -193,13 +221,128 @@ def check_model(client: QdrantClient, collection: str, model_id: str) -> None:
         )
 
 
-def _requests(question: str, vector: list[float], limit: int) -> list[models.QueryRequest]:
+def _requests(question: str, vector: list[float], limit: int, chunk_weight: float) -> list[models.QueryRequest]:
     requests = [models.QueryRequest(query=[vector], using=vectorstore.SENTENCE_VECTORS, limit=limit)]
     indices, values = lexical.query_vector(question)
     if indices:
         sparse = models.SparseVector(indices=indices, values=values)
         requests.append(models.QueryRequest(query=sparse, using=vectorstore.SPARSE_VECTOR, limit=limit))
+    if chunk_weight:
+        requests.append(models.QueryRequest(query=vector, using=vectorstore.DENSE_VECTOR, limit=limit))
     return requests
+
+
+# A question's rankings by the vector that made each ("sentences", "bm25", "" for the whole chunk), with weights.
+Rankings = dict[str, tuple[Sequence[models.ScoredPoint], float]]
+
+
+def first_stage(
+    client: QdrantClient,
+    collection: str,
+    questions: Sequence[str],
+    vectors: Sequence[Sequence[float]],
+    limit: int,
+    query_filter: models.Filter | None = None,
+    settings: SearchSettings = SearchSettings(),
+) -> list[Rankings]:
+    """Each question's weighted rankings (best phrase, BM25, and the whole chunk if weighted), in one Qdrant batch."""
+    weights = {vectorstore.SENTENCE_VECTORS: 1.0, vectorstore.SPARSE_VECTOR: LEXICAL_WEIGHT}
+    weights[vectorstore.DENSE_VECTOR] = settings.chunk_weight
+    requests, owners = [], []
+    for number, (question, vector) in enumerate(zip(questions, vectors, strict=True)):
+        for request in _requests(question, list(vector), limit, settings.chunk_weight):
+            request.filter = query_filter
+            requests.append(request)
+            owners.append(number)
+    responses = client.query_batch_points(collection, requests=requests) if requests else []
+    rankings: list[Rankings] = [{} for _ in questions]
+    for number, request, response in zip(owners, requests, responses, strict=True):
+        rankings[number][request.using] = (response.points, weights[request.using])
+    return rankings
+
+
+def places_of(client: QdrantClient, collection: str, ids: Sequence[Any]) -> dict[Any, temporal.Place]:
+    """Each point's video and time span, read from its payload alone."""
+    fields = [vectorstore.VIDEO_ID_FIELD, "metadata.start", "metadata.stop"]
+    places = {}
+    for record in client.retrieve(collection, ids=list(ids), with_payload=fields, with_vectors=False):
+        meta = (record.payload or {})["metadata"]
+        places[record.id] = temporal.Place(meta["video_id"], float(meta["start"]), float(meta["stop"]))
+    return places
+
+
+def relink_to_neighbours(
+    pool: list[Candidate], neighbours: dict[Any, list[Candidate]], settings: temporal.TemporalSettings
+) -> None:
+    """Move a chunk's link to a near neighbour's best phrase when that phrase, discounted by the kernel, scores higher.
+
+    `neighbours` maps a pool chunk's point id to its candidate neighbours. The chunk keeps its rank and span; only
+    where the link lands changes.
+    """
+    for found in pool:
+        own = float(found.link_scores.max()) if len(found.link_scores) else -np.inf
+        meta = (found.record.payload or {})["metadata"]
+        middle = (meta["start"] + meta["stop"]) / 2
+        for other in neighbours.get(found.record.id, []):
+            if not len(other.link_scores):
+                continue
+            other_meta = (other.record.payload or {})["metadata"]
+            weight = float(temporal.kernel(middle - (other_meta["start"] + other_meta["stop"]) / 2, settings.sigma_s))
+            if weight * float(other.link_scores.max()) > own:
+                own, found.link_from = weight * float(other.link_scores.max()), other
+
+
+def second_stage(
+    client: QdrantClient,
+    collection: str,
+    questions: Sequence[str],
+    vectors: Sequence[Sequence[float]],
+    rankings: Sequence[Rankings],
+    top_k: int,
+    settings: SearchSettings = SearchSettings(),
+    reranker: reranking.Reranker | None = None,
+) -> list[list[SearchResult]]:
+    """Fuse each question's rankings, add the temporal signal, fetch the best chunks and link each to a phrase."""
+    depth = max(reranker.settings.depth, top_k) if reranker else top_k
+    fused = [dict(fuse(list(r.values()))) for r in rankings]
+    signal = settings.temporal
+    places: dict[Any, temporal.Place] = {}
+    if signal.enabled:
+        places = places_of(client, collection, list(dict.fromkeys(pid for scores in fused for pid in scores)))
+        fused = [temporal.smoothed(scores, places, signal) for scores in fused]
+    chosen = [sorted(scores.items(), key=lambda item: item[1], reverse=True)[:depth] for scores in fused]
+    near: list[dict[Any, list[Any]]] = [{} for _ in questions]
+    if signal.relink:
+        for number, hits in enumerate(chosen):
+            for pid, _ in hits:
+                here = places[pid]
+                near[number][pid] = [
+                    other
+                    for other in fused[number]
+                    if other != pid
+                    and places[other].video_id == here.video_id
+                    and abs(places[other].midpoint - here.midpoint) <= 2 * signal.sigma_s
+                ]
+    wanted = [pid for hits in chosen for pid, _ in hits] + [o for n in near for others in n.values() for o in others]
+    records = {
+        r.id: r
+        for r in client.retrieve(
+            collection, ids=list(dict.fromkeys(wanted)), with_payload=True, with_vectors=[vectorstore.SENTENCE_VECTORS]
+        )
+    }
+    pools = []
+    for number, (question, vector, hits) in enumerate(zip(questions, vectors, chosen, strict=True)):
+        query = np.asarray(vector, dtype=np.float32)
+        pool = [candidate(records[pid], score, query, question) for pid, score in hits]
+        if signal.relink:
+            by_id = {found.record.id: found for found in pool}
+            others = {o for pid in near[number] for o in near[number][pid]}
+            scored = {o: by_id.get(o) or candidate(records[o], fused[number][o], query, question) for o in others}
+            relink_to_neighbours(pool, {pid: [scored[o] for o in near[number][pid]] for pid in by_id}, signal)
+        pools.append(pool)
+    if reranker:
+        pools = rerank(reranker, questions, pools, top_k)
+    return [[to_result(found) for found in pool] for pool in pools]
 
 
 def search_many(
@@ -211,41 +354,20 @@ def search_many(
     top_k: int = 5,
     query_filter: models.Filter | None = None,
     reranker: reranking.Reranker | None = None,
+    settings: SearchSettings | None = None,
 ) -> list[list[SearchResult]]:
     """Answer many questions with one embedding batch, one batch of Qdrant queries and one payload fetch.
 
     With a reranker, the first stage's top `reranker.settings.depth` candidates are rescored in one batch.
+    Settings not given are read from the environment (`SearchSettings.from_env`).
     """
     check_model(client, collection, model_id)
     if not questions:
         return []
+    settings = settings or SearchSettings.from_env()
     vectors = embeddings.embed_documents([dense_query_text(q) for q in questions])
-    limit = max(CANDIDATES, top_k)
-    requests, owners = [], []
-    for number, (question, vector) in enumerate(zip(questions, vectors, strict=True)):
-        for request in _requests(question, list(vector), limit):
-            request.filter = query_filter
-            requests.append(request)
-            owners.append(number)
-    responses = client.query_batch_points(collection, requests=requests)
-    rankings: list[list[tuple[Sequence[models.ScoredPoint], float]]] = [[] for _ in questions]
-    for number, request, response in zip(owners, requests, responses, strict=True):
-        weight = 1.0 if request.using == vectorstore.SENTENCE_VECTORS else LEXICAL_WEIGHT
-        rankings[number].append((response.points, weight))
-    depth = max(reranker.settings.depth, top_k) if reranker else top_k
-    chosen = [fuse(r)[:depth] for r in rankings]
-    ids = list(dict.fromkeys(pid for hits in chosen for pid, _ in hits))
-    records = {
-        r.id: r
-        for r in client.retrieve(collection, ids=ids, with_payload=True, with_vectors=[vectorstore.SENTENCE_VECTORS])
-    }
-    pools = [
-        [candidate(records[pid], score, np.asarray(vector, dtype=np.float32), question) for pid, score in hits]
-        for question, vector, hits in zip(questions, vectors, chosen, strict=True)
-    ]
-    if reranker:
-        pools = rerank(reranker, questions, pools, top_k)
-    return [[to_result(found) for found in pool] for pool in pools]
+    rankings = first_stage(client, collection, questions, vectors, max(CANDIDATES, top_k), query_filter, settings)
+    return second_stage(client, collection, questions, vectors, rankings, top_k, settings, reranker)
 
 
 def search(

@@ -126,11 +126,16 @@ def build_points(
     chunk_vectors: Sequence[Sequence[float]],
     sentence_vectors: Sequence[Sequence[Sequence[float]]],
     fingerprint: str,
+    bm25_texts: Sequence[str] | None = None,
 ) -> list[models.PointStruct]:
-    """One point per chunk: a dense vector of the chunk, one vector per phrase, BM25 terms."""
+    """One point per chunk: a dense vector of the chunk, one vector per phrase, BM25 terms.
+
+    `bm25_texts` (one per chunk) replaces the chunk's text for its BM25 terms, e.g. with a situating context.
+    """
     points = []
-    for chunk, dense, sentences in zip(chunks, chunk_vectors, sentence_vectors, strict=True):
-        indices, values = lexical.document_vector(chunk.text)
+    lexical_texts = bm25_texts if bm25_texts is not None else [chunk.text for chunk in chunks]
+    for chunk, dense, sentences, words in zip(chunks, chunk_vectors, sentence_vectors, lexical_texts, strict=True):
+        indices, values = lexical.document_vector(words)
         points.append(
             models.PointStruct(
                 id=point_id(video.video_id, chunk.index),
