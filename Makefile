@@ -20,7 +20,7 @@ $(BIN)/pstuts: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(QUIET_ENV) $(BIN)/pip install $(PIP_QUIET) --upgrade pip
 	$(QUIET_ENV) $(BIN)/pip install $(PIP_QUIET) $(TORCH)
-	$(QUIET_ENV) $(BIN)/pip install $(PIP_QUIET) -c constraints.txt -e '.[dev,postgres,chat]'
+	$(QUIET_ENV) $(BIN)/pip install $(PIP_QUIET) -c constraints.txt -e '.[dev,postgres,chat,celery]'
 	touch $@
 
 setup: $(BIN)/pstuts

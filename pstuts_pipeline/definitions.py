@@ -7,6 +7,7 @@ import dagster as dg
 from pstuts_pipeline import settings
 from pstuts_pipeline.defs.assets import evaluation_assets, ingestion_assets, tuning_assets
 from pstuts_pipeline.defs.checks import pipeline_checks
+from pstuts_pipeline.defs.executors import executor_from_settings
 from pstuts_pipeline.defs.io_managers import PartitionedJsonIOManager
 from pstuts_pipeline.defs.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.defs.resources import resources_from_env
@@ -29,12 +30,13 @@ def with_embedder_version(assets: Sequence[dg.AssetsDefinition], model_id: str) 
 
 
 def build_definitions(
-    resources: dict[str, object] | None = None, executor: dg.ExecutorDefinition = dg.in_process_executor
+    resources: dict[str, object] | None = None, executor: dg.ExecutorDefinition | None = None
 ) -> dg.Definitions:
     """The project's definitions; `resources` override what the environment configures, key by key.
 
-    The executor defaults to in-process: every step of a run in its one process, so torch, the project and the
-    model load once per run (the multiprocess executor starts a fresh interpreter for each of the six steps).
+    The executor defaults to PSTUTS_EXECUTOR's, in-process unless set: every step of a run in its one process, so
+    torch, the project and the model load once per run (the multiprocess executor starts a fresh interpreter for
+    each of the six steps). `celery` sends each step to a worker, which keeps the model loaded between steps.
     """
     resources = {**resources_from_env(), **(resources or {})}
     model_id = getattr(resources.get("embeddings"), "model_id", None)
@@ -52,7 +54,7 @@ def build_definitions(
             "io_manager": PartitionedJsonIOManager(base_path=settings.io_path()),
             **resources,
         },
-        executor=executor,
+        executor=executor or executor_from_settings(),
     )
 
 

@@ -220,3 +220,24 @@ def max_chunk_tokens() -> int:
             f"{MIN_CHUNK_TOKENS_CAP}, room for a few words beside the model's special tokens"
         )
     return cap
+
+
+EXECUTORS = ("in_process", "celery")
+# Named, never read, by the Celery executor's config ({"env": ...}): Dagster resolves it where the run executes.
+CELERY_BROKER_VAR = "PSTUTS_CELERY_BROKER"
+
+
+def executor_name() -> str:
+    """Where a run's steps execute (PSTUTS_EXECUTOR): `in_process` (one process per run) or `celery` (workers)."""
+    name = env("PSTUTS_EXECUTOR") or "in_process"
+    if name not in EXECUTORS:
+        raise ValueError(f"environment variable PSTUTS_EXECUTOR is {name!r}; expected one of {', '.join(EXECUTORS)}")
+    return name
+
+
+def celery_visibility_timeout_s() -> int:
+    """Seconds before Redis hands a step whose worker vanished to another worker (PSTUTS_CELERY_VISIBILITY_TIMEOUT_S).
+
+    Longer than the longest step: a step still running past it is handed out a second time.
+    """
+    return env_limit("PSTUTS_CELERY_VISIBILITY_TIMEOUT_S", 3600)

@@ -102,3 +102,16 @@ def events_text(home: Path) -> str:
         parts += [dg.serialize_value(event) for run in runs for event in instance.all_logs(run.run_id)]
     assert runs and parts
     return "\n".join(parts)
+
+
+def run_observations(instance: dg.DagsterInstance, run_id: str, asset: str) -> list[dict]:
+    """An asset's totals as each of its steps in one run logged them: the observation beside each partition's own."""
+    records = instance.fetch_observations(dg.AssetKey(asset), limit=1000).records
+    return [{k: v.value for k, v in r.asset_observation.metadata.items()} for r in records if r.run_id == run_id]
+
+
+def run_metadata(instance: dg.DagsterInstance, run_id: str, asset: str) -> dict:
+    """An asset's totals in one run, which its one step reported once."""
+    found = run_observations(instance, run_id, asset)
+    assert len(found) == 1, f"{asset} reported its totals {len(found)} times in run {run_id}"
+    return found[0]

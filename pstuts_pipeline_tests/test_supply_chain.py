@@ -63,7 +63,7 @@ def constraints() -> dict[str, str]:
 
 def test_install_uses_the_constraints_and_they_pin_what_is_installed():
     makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"pip install .*-c constraints\.txt -e '\.\[dev,postgres,chat\]'", makefile)
+    assert re.search(r"pip install .*-c constraints\.txt -e '\.\[dev,postgres,chat,celery\]'", makefile)
     pins = constraints()
     # torch is installed first, on its own, pinned by the Makefile (a CPU build where one is at hand).
     pins["torch"] = re.search(r"^TORCH \?= torch==(\S+)$", makefile, re.M).group(1)

@@ -1,4 +1,4 @@
-"""`pstuts ingest`: reconcile the data folder with Qdrant and execute the resulting runs in this process."""
+"""`pstuts ingest`: reconcile the data folder with Qdrant and execute the resulting runs from this process."""
 
 import os
 import signal
@@ -12,6 +12,7 @@ import dagster as dg
 
 from pstuts_pipeline.cli.sqlite_sync import batched_sqlite_syncs
 from pstuts_pipeline.defs import ledger as ledgers
+from pstuts_pipeline.defs.executors import reconstructable_job, steps_run_in_run_process
 from pstuts_pipeline.defs.instance import PID_TAG, reclaim_dead_runs, this_process_tags
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.reconcile import (
@@ -27,6 +28,8 @@ from pstuts_pipeline.defs.reconcile import (
 from pstuts_pipeline.settings import dagster_home, max_videos_per_run
 from pstuts_pipeline.sources import Catalog, load_catalog
 
+# What a run returns: executed in this process, or orchestrated from it with its steps elsewhere (Celery).
+RunResult = dg.ExecuteInProcessResult | dg.JobExecutionResult
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 INTERRUPTED_EXIT_CODE = 130
 
@@ -96,7 +99,7 @@ def unchanged_report(resources: Mapping[str, object], only: list[str] | None = N
     )
 
 
-def step_errors(result: dg.ExecuteInProcessResult) -> list[str]:
+def step_errors(result: RunResult) -> list[str]:
     """Each failed step with the innermost error's first line, so the summary says why without opening the UI."""
     errors = []
     for event in result.all_events:
@@ -121,9 +124,7 @@ def cancel_this_process_runs(instance: dg.DagsterInstance, signal_name: str) -> 
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
 
 
-def interruptible(
-    instance: dg.DagsterInstance, work: Callable[[], dg.ExecuteInProcessResult]
-) -> dg.ExecuteInProcessResult:
+def interruptible(instance: dg.DagsterInstance, work: Callable[[], RunResult]) -> RunResult:
     """Run `work` in a worker thread so Ctrl-C or SIGTERM stops the ingest now, not when the run ends.
 
     Dagster holds SIGINT until a run finishes when it executes on the main thread. Here the main thread
@@ -159,24 +160,35 @@ def interruptible(
     return outcome["result"]  # type: ignore[return-value]
 
 
-def execute_request(
-    defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest
-) -> dg.ExecuteInProcessResult:
-    """Execute a reconcile run request in this process, exactly as the daemon would launch it."""
+def execute_request(defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest) -> RunResult:
+    """Execute a reconcile run request from this process, exactly as the daemon would launch it.
+
+    With the in-process executor every step runs here. `execute_in_process` always runs steps in-process, whatever
+    executor the job has, so a job whose steps run elsewhere (Celery) is executed through its code pointer instead.
+    """
     job = defs.resolve_job_def(request.job_name)
+    tags = {**request.tags, **this_process_tags()}
+    run_config = {**request.run_config, **QUIET_LOGS}
+    if not steps_run_in_run_process(job.executor_def):
+        return interruptible(instance, lambda: execute_elsewhere(instance, request.job_name, tags, run_config))
     with batched_sqlite_syncs():
         return interruptible(
             instance,
-            lambda: job.execute_in_process(
-                instance=instance,
-                tags={**request.tags, **this_process_tags()},
-                run_config={**request.run_config, **QUIET_LOGS},
-                raise_on_error=False,
-            ),
+            lambda: job.execute_in_process(instance=instance, tags=tags, run_config=run_config, raise_on_error=False),
         )
 
 
-def add_run_figures(report: IngestReport, instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult) -> None:
+def execute_elsewhere(
+    instance: dg.DagsterInstance, job_name: str, tags: dict[str, str], run_config: dict
+) -> dg.JobExecutionResult:
+    """Run a job whose executor sends its steps to other processes; this process only orchestrates them."""
+    with dg.execute_job(
+        reconstructable_job(job_name), instance, tags=tags, run_config=run_config, raise_on_error=False
+    ) as result:
+        return result
+
+
+def add_run_figures(report: IngestReport, instance: dg.DagsterInstance, result: RunResult) -> None:
     """Step seconds and chunk counts of a finished run, for the summary."""
     for stats in instance.get_run_step_stats(result.run_id):
         if stats.end_time and stats.start_time:
@@ -221,8 +233,8 @@ def ingest(
     result = reconcile(catalog, view.stored, fingerprint_function(embeddings, chunker), only, force)
     order = register_partitions(instance, catalog)
     report = IngestReport(result, reclaimed=reclaimed, dagster_home=str(instance.root_directory))
-    if result.to_ingest:
-        embeddings.preload()  # overlaps the run's start and first steps
+    if result.to_ingest and steps_run_in_run_process(defs.resolve_job_def(INGEST_JOB_NAME).executor_def):
+        embeddings.preload()  # overlaps the run's start and first steps (which run here)
     for request in run_requests(result, order, max_videos_per_run(), trigger="cli"):
         videos = request.tags.get("pstuts/videos")
         on_progress(f"materializing {videos} videos" if videos else "removing videos that left the data folder")

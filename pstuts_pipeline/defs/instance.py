@@ -8,6 +8,7 @@ from pathlib import Path
 import dagster as dg
 
 from pstuts_pipeline.defs.dagster_private import DagsterInvalidPropertyError
+from pstuts_pipeline.defs.executors import steps_run_in_run_process
 from pstuts_pipeline.settings import dagster_home
 
 # The settings `pstuts ingest` and `pstuts dev` (`make dev`) write to a DAGSTER_HOME that has no dagster.yaml yet.
@@ -73,10 +74,16 @@ def this_process_tags() -> dict[str, str]:
 
 
 def record_run_process(context: dg.OpExecutionContext) -> None:
-    """Tag the run with the process executing it (the run worker, or `pstuts ingest` itself)."""
+    """Tag the run with the process executing it (the run worker, or `pstuts ingest` itself).
+
+    Only a step that runs in the run's own process can say which process that is: a step on a Celery worker would
+    tag the worker, and the run would be failed as dead when that worker stops, while it is alive and waiting.
+    """
     try:
         run = context.run
     except DagsterInvalidPropertyError:  # invoked directly (unit tests): there is no run to tag
+        return
+    if not steps_run_in_run_process(context.job_def.executor_def):
         return
     if run.tags.get(PID_TAG) != str(os.getpid()):
         context.instance.add_run_tags(context.run_id, this_process_tags())

@@ -9,8 +9,8 @@ from pstuts_pipeline.defs.reconcile import INGEST_JOB_NAME, REMOVE_JOB_NAME
 from pstuts_pipeline.defs.resources import QdrantResource
 from pstuts_pipeline.search import vectorstore
 
-# Both jobs take the code location's executor (definitions.py: in-process, so a run loads torch and the model
-# once rather than once per step; a deployment may pass another, e.g. deploy/celery).
+# Both jobs take the code location's executor (definitions.py: in-process unless PSTUTS_EXECUTOR=celery, so a run
+# loads torch and the model once rather than once per step; deploy/celery passes the Celery one).
 ingest_videos_job = dg.define_asset_job(
     INGEST_JOB_NAME,
     selection=dg.AssetSelection.assets(*ingestion_assets),

@@ -8,6 +8,7 @@ Domain code: errors are plain exceptions; resources.py turns them into Dagster f
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Protocol
 from langchain_core.embeddings import Embeddings
 
 from pstuts_pipeline.embedding.cache import CountingEmbeddings, cache_namespace, cached
-from pstuts_pipeline.embedding.local import LocalProvider
+from pstuts_pipeline.embedding.local import LocalProvider, model_loads
 from pstuts_pipeline.embedding.models import (
     OFFICIAL_MINILM,
     OFFICIAL_MINILM_SHA256,
@@ -116,6 +117,11 @@ def cached_embeddings(
     return cached(spec, lambda: load_embeddings(spec, api_key), cache_dir)
 
 
+def process_metadata() -> dict[str, int]:
+    """Which process embedded and how many local model loads it has made: steps on workers must not reload it."""
+    return {"process_id": os.getpid(), "model_loads_in_process": model_loads()}
+
+
 @functools.cache
 def token_counter(spec: EmbeddingSpec) -> TokenCounter:
     """Count tokens the way the model will (without its special tokens)."""
@@ -146,6 +152,7 @@ __all__ = [
     "known_checksums",
     "load_embeddings",
     "preload",
+    "process_metadata",
     "provider_for",
     "resolve_model",
     "token_counter",

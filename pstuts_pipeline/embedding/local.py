@@ -97,6 +97,11 @@ def _loaded(spec: EmbeddingSpec) -> Embeddings:
     return LengthSortedBatches(model, token_lengths_of(spec), spec.batch_size, spec.precision)
 
 
+def model_loads() -> int:
+    """How many times this process has loaded a local model (a Celery worker serving many steps: once per model)."""
+    return _loaded.cache_info().misses
+
+
 _load_lock = threading.Lock()
 
 

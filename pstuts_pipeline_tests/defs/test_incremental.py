@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 import pytest
+from helpers import run_metadata
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking import chunker as chunking
@@ -39,14 +40,6 @@ def points_by_id(resources: dict) -> dict[str, dict]:
     with qdrant.get_client() as client:
         points, _ = client.scroll(qdrant.collection, limit=10_000, with_payload=True, with_vectors=True)
     return {str(p.id): {"payload": p.payload, "vector": p.vector} for p in points}
-
-
-def run_metadata(instance: dg.DagsterInstance, run_id: str, asset: str) -> dict:
-    """An asset's totals in one run: the observation its step logs beside each partition's own metadata."""
-    records = instance.fetch_observations(dg.AssetKey(asset), limit=100).records
-    events = [r.asset_observation for r in records if r.run_id == run_id]
-    assert len(events) == 1, f"{asset} reported its totals {len(events)} times in run {run_id}"
-    return {k: v.value for k, v in events[0].metadata.items()}
 
 
 def texts_sent_to_model(instance: dg.DagsterInstance, run_id: str) -> int:

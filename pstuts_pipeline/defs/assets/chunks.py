@@ -6,6 +6,7 @@ import dagster as dg
 import pandas as pd
 from langchain_core.documents import Document
 
+from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking import chunker as chunking
 from pstuts_pipeline.chunking.transcripts import Phrase, TimeRepairs, repair_times
 from pstuts_pipeline.defs.instance import record_run_process
@@ -207,6 +208,7 @@ def kamradt_chunks(
             "windows_from_cache": len(windows) - counter.texts_embedded,
             "embed_seconds": round(embedded - started, 2),
             "seconds": round(time.perf_counter() - started, 2),
+            **embedding.process_metadata(),
         },
     )
     return result

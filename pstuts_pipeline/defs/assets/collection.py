@@ -5,6 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking.chunker import TimedChunk
 from pstuts_pipeline.defs.assets.chunks import INGESTION_GROUP, SINGLE_RUN, TRANSIENT_RETRY, report_partitions
 from pstuts_pipeline.defs.partitions import video_partitions
@@ -105,6 +106,7 @@ def qdrant_collection(
             "texts_from_cache": len(vectors) - counter.texts_embedded,
             "embed_seconds": round(embedded_at - started, 2),
             "write_seconds": round(time.perf_counter() - embedded_at, 2),
+            **embedding.process_metadata(),
         },
     )
     return dg.MaterializeResult()

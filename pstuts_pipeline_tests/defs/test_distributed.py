@@ -1,0 +1,274 @@
+"""Steps on Celery workers, end to end: a real Redis broker, a throwaway PostgreSQL instance (deploy/dagster.yaml) and
+two `dagster-celery worker` processes; runs submitted by `pstuts ingest` and launched by the daemon's sensor, a worker
+killed with kill -9 mid-step, a removal; every time the points must be exactly those of an in-process ingest."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from cluster import BIN, CeleryCluster, celery_cluster, start
+from helpers import COLLECTION, run_observations
+from servers import REPO, stop_group, wait_until
+
+from benchmarks.pstuts_vqa import PSTUTS_DIR
+from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
+from pstuts_pipeline.defs.assets.collection import QDRANT_POOL
+from pstuts_pipeline.defs.resources import QdrantResource
+
+# slow: `make test` runs the slow tier (pytest -m slow); distributed: `pytest -m distributed` runs this module alone.
+pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.server]
+FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
+Points = dict[str, tuple[int, str, str]]
+
+
+def videos() -> list[dict]:
+    """dev's 11 videos, or the repository's sample where PsTuts-VQA is not beside the checkout."""
+    dev = PSTUTS_DIR / "dev.json"
+    return json.loads(dev.read_text() if dev.exists() else (REPO / "data" / "sample_videos.json").read_text())
+
+
+def points(storage: Path) -> Points:
+    """Every point of a local collection: id -> (video id, fingerprint, text)."""
+    with QdrantResource(path=str(storage / "qdrant"), collection=COLLECTION).get_client() as client:
+        found, _ = client.scroll(COLLECTION, limit=100_000, with_payload=True)
+    return {
+        str(p.id): (p.payload["metadata"]["video_id"], p.payload["metadata"]["fingerprint"], p.payload["page_content"])
+        for p in found
+    }
+
+
+def pstuts(env: dict[str, str], *args: str, timeout: float = 400) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [str(BIN / "pstuts"), *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, f"pstuts {' '.join(args)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return done
+
+
+@contextmanager
+def environ(env: dict[str, str]) -> Iterator[None]:
+    """The cluster's instance settings in this process too, so it can open the same PostgreSQL instance."""
+    saved = dict(os.environ)
+    os.environ.update({k: v for k, v in env.items() if k.startswith(("DAGSTER_", "PSTUTS_"))})
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[tuple[CeleryCluster, dg.DagsterInstance]]:
+    """The cluster with dev's videos in its data folder, and its instance opened in this process."""
+    with ExitStack() as stack:
+        cluster = stack.enter_context(celery_cluster(2))
+        (cluster.root / "data" / "dev.json").write_text(json.dumps(videos()))
+        stack.enter_context(environ(cluster.env))
+        yield cluster, stack.enter_context(dg.DagsterInstance.from_config(str(cluster.home)))
+
+
+@pytest.fixture(scope="module")
+def expected(stack, cli_phase) -> Points:
+    """The points `pstuts ingest` writes in-process (its own instance and Qdrant folder) from the same file.
+
+    It reads the vectors the workers computed from the embedding cache (keyed by model and text): what is compared
+    is what the orchestration decides (which chunks, ids, fingerprints, texts), and the CI budget has no room to
+    embed everything twice.
+    """
+    cluster, _ = stack
+    reference = cluster.root / "in_process"
+    (reference / "data").mkdir(parents=True)
+    shutil.copy(cluster.root / "data" / "dev.json", reference / "data" / "dev.json")
+    env = {k: v for k, v in cluster.env.items() if not k.startswith(("DAGSTER_", "PSTUTS_"))}
+    env.update(
+        PSTUTS_DATA_DIR=str(reference / "data"),
+        PSTUTS_STORAGE_DIR=str(reference / "storage"),
+        PSTUTS_EMBEDDING_CACHE_DIR=str(cluster.root / "storage" / "embedding_cache"),
+    )
+    pstuts(env, "ingest")
+    return points(reference / "storage")
+
+
+def pool_pids(cluster: CeleryCluster) -> set[int]:
+    return set().union(*(w.pool_pids() for w in cluster.workers))
+
+
+def step_pids(instance: dg.DagsterInstance, run_id: str) -> dict[str, set[int]]:
+    """The processes each step of a run started in, from the run's event log."""
+    found: dict[str, set[int]] = {}
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START):
+        found.setdefault(entry.dagster_event.step_key, set()).add(entry.dagster_event.pid)
+    return found
+
+
+def runs(instance: dg.DagsterInstance, job: str, trigger: str) -> list[dg.DagsterRun]:
+    found = instance.get_runs(filters=dg.RunsFilter(job_name=job, tags={"pstuts/trigger": trigger}))
+    return sorted(found, key=lambda r: instance.get_run_record_by_id(r.run_id).create_timestamp)
+
+
+def model_loads(instance: dg.DagsterInstance) -> dict[int, dict[tuple[str, str], int]]:
+    """Per process that ran an embedding step: each such step (run, asset) and the model loads made by its end.
+
+    From each run's totals (the observation every embedding step logs), one run at a time.
+    """
+    loads: dict[int, dict[tuple[str, str], int]] = {}
+    for run in instance.get_runs(filters=dg.RunsFilter(job_name="ingest_videos")):
+        for name in ("kamradt_chunks", "qdrant_collection"):
+            for totals in run_observations(instance, run.run_id, name):
+                loads.setdefault(totals["process_id"], {})[(run.run_id, name)] = totals["model_loads_in_process"]
+    return loads
+
+
+@dataclass
+class CliPhase:
+    pid: int
+    run: dg.DagsterRun
+    points: Points
+    worker_pids: set[int]
+
+
+@pytest.fixture(scope="module")
+def cli_phase(stack) -> CliPhase:
+    """`pstuts ingest` on the cluster: the run it submitted, the points it wrote."""
+    cluster, instance = stack
+    ingest = subprocess.Popen([str(BIN / "pstuts"), "ingest"], env=cluster.env, cwd=REPO, stdout=subprocess.PIPE)
+    output = ingest.communicate(timeout=400)[0].decode()
+    assert ingest.returncode == 0, output
+    [run] = runs(instance, "ingest_videos", "cli")
+    return CliPhase(ingest.pid, run, points(cluster.root / "storage"), pool_pids(cluster))
+
+
+@dataclass
+class KillPhase:
+    victim: int
+    worker_pids: set[int]
+    run: dg.DagsterRun
+    slots_after_run: int
+    points_after_reconcile: Points
+    slots_after_reconcile: int
+
+
+@pytest.fixture(scope="module")
+def kill_phase(stack, cli_phase, expected) -> KillPhase:
+    """`pstuts ingest --force`, its qdrant_collection step's worker killed with kill -9, then `pstuts ingest`."""
+    cluster, instance = stack
+    ingest = start([str(BIN / "pstuts"), "ingest", "--force"], cluster.root / "forced.log", cluster.env, REPO)
+    try:
+
+        def writer() -> int | None:
+            forced = runs(instance, "ingest_videos", "cli")[1:]
+            return (
+                next(iter(step_pids(instance, forced[0].run_id).get("qdrant_collection", ())), None) if forced else None
+            )
+
+        deadline = time.monotonic() + 300
+        while (victim := writer()) is None:  # the step writes for a second or two: poll fast
+            assert time.monotonic() < deadline and ingest.poll() is None, "the forced run's qdrant_collection step"
+            time.sleep(0.05)
+        worker_pids = pool_pids(cluster)
+        os.kill(victim, signal.SIGKILL)
+        ingest.wait(timeout=400)
+    finally:
+        stop_group(ingest)
+    forced = runs(instance, "ingest_videos", "cli")[1]
+    slots = instance.event_log_storage.get_concurrency_info(QDRANT_POOL).active_slot_count
+    pstuts(cluster.env, "ingest")
+    return KillPhase(
+        victim,
+        worker_pids,
+        forced,
+        slots,
+        points(cluster.root / "storage"),
+        instance.event_log_storage.get_concurrency_info(QDRANT_POOL).active_slot_count,
+    )
+
+
+@dataclass
+class DaemonPhase:
+    removal: dg.DagsterRun
+    points_after_removal: Points
+    partitions_after_removal: set[str]
+    ingest: dg.DagsterRun
+    points: Points
+    worker_pids: set[int]
+
+
+@pytest.fixture(scope="module")
+def daemon_phase(stack, kill_phase) -> DaemonPhase:
+    """dagster-daemon on the cluster's instance: all videos but the first leave the folder, then come back."""
+    cluster, instance = stack
+    everything = videos()
+    data = cluster.root / "data" / "dev.json"
+    data.write_text(json.dumps(everything[:1]))
+    # The daemon loads deploy/celery's code location, as the README tells users to.
+    command = [str(BIN / "dagster-daemon"), "run", "-f", str(REPO / "deploy" / "celery" / "definitions.py")]
+    daemon = start(command, cluster.root / "daemon.log", cluster.env, REPO)
+    alive = lambda: daemon.poll() is None
+    done = lambda job: [r for r in runs(instance, job, "sensor") if r.status in FINISHED]
+    try:
+        wait_until(lambda: done("remove_videos"), 300, "the sensor's removal run", alive)
+        removal = done("remove_videos")[0]
+        after_removal = points(cluster.root / "storage")
+        partitions = set(instance.get_dynamic_partitions("videos"))
+        data.write_text(json.dumps(everything))
+        wait_until(lambda: done("ingest_videos"), 300, "the sensor's ingest run", alive)
+        ingest = done("ingest_videos")[0]
+    finally:
+        stop_group(daemon)
+    worker_pids = pool_pids(cluster)
+    return DaemonPhase(removal, after_removal, partitions, ingest, points(cluster.root / "storage"), worker_pids)
+
+
+def test_pstuts_ingest_runs_every_step_on_the_workers_and_writes_the_in_process_points(stack, cli_phase, expected):
+    cluster, instance = stack
+    assert len(expected) > 0 and cli_phase.points == expected
+    assert cli_phase.run.status == dg.DagsterRunStatus.SUCCESS
+    pids = step_pids(instance, cli_phase.run.run_id)
+    assert set(INGESTION_ASSET_NAMES) <= set(pids)  # and the asset checks, each its own step
+    ran_in = set().union(*pids.values())
+    assert ran_in <= cli_phase.worker_pids and cli_phase.pid not in ran_in
+    assert cli_phase.run.tags["pstuts/pid"] == str(cli_phase.pid), "tagged with the run's process, not a worker's"
+
+
+def test_a_worker_killed_mid_step_ends_the_run_frees_its_pool_slot_and_the_next_reconcile_heals(
+    stack, kill_phase, expected
+):
+    cluster, instance = stack
+    assert kill_phase.victim in kill_phase.worker_pids
+    assert kill_phase.run.status in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)
+    assert kill_phase.slots_after_run == 0 and kill_phase.slots_after_reconcile == 0
+    assert kill_phase.points_after_reconcile == expected
+    # The step was cut short in the killed worker, and the broker handed it to the other one.
+    starts = step_pids(instance, kill_phase.run.run_id)["qdrant_collection"]
+    assert kill_phase.victim in starts and len(starts) == 2, starts
+
+
+def test_the_daemons_sensor_removes_and_ingests_on_the_workers(stack, daemon_phase, expected):
+    cluster, instance = stack
+    first = videos()[0]["video_id"]
+    assert daemon_phase.removal.status == dg.DagsterRunStatus.SUCCESS
+    assert daemon_phase.points_after_removal == {k: v for k, v in expected.items() if v[0] == first}
+    assert daemon_phase.partitions_after_removal == {str(first)}
+    assert daemon_phase.ingest.status == dg.DagsterRunStatus.SUCCESS
+    assert int(daemon_phase.ingest.tags["pstuts/videos"]) == len(videos()) - 1
+    assert daemon_phase.points == expected
+    for run in (daemon_phase.removal, daemon_phase.ingest):
+        assert set().union(*step_pids(instance, run.run_id).values()) <= daemon_phase.worker_pids
+
+
+def test_each_worker_loaded_the_model_once_however_many_steps_it_ran(stack, daemon_phase):
+    _, instance = stack
+    loads = model_loads(instance)
+    # 0: every text it embedded came from the shared embedding cache, so it never needed the model.
+    assert loads and all(set(steps.values()) <= {0, 1} for steps in loads.values()), loads
+    served = [len(steps) for steps in loads.values() if 1 in steps.values()]
+    assert served and max(served) >= 2, loads
