@@ -1,7 +1,10 @@
 """The distributed settings without servers: the executor switch, the worker config kept equal to the executor's, a
 job rebuilt from the module pointer Celery workers receive, and the Kubernetes values in step with the pinned Dagster."""
 
+import os
 import re
+import subprocess
+import sys
 from importlib.metadata import version
 
 import dagster as dg
@@ -10,7 +13,7 @@ import yaml
 from servers import REPO
 
 from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.defs.executors import celery_config, executor_from_settings, reconstructable_job
+from pstuts_pipeline.defs.executors import celery_config, executor_from_settings
 from pstuts_pipeline.defs.resources import resources_from_env
 
 DEPLOY = REPO / "deploy"
@@ -39,12 +42,20 @@ def test_workers_start_with_the_settings_the_executor_sends_steps_with(monkeypat
         celery_config()
 
 
-def test_a_job_rebuilt_from_the_module_pointer_keeps_the_celery_executor(monkeypatch):
-    """What a worker does with a step of a run `pstuts ingest` submitted: rebuild its job from the module."""
-    monkeypatch.setenv("PSTUTS_EXECUTOR", "celery")
-    job = reconstructable_job("remove_videos")
-    assert job.get_definition().name == "remove_videos"
-    assert job.get_definition().executor_def.name == "celery"
+def test_a_job_rebuilt_from_the_module_pointer_keeps_the_celery_executor():
+    """What a worker does with a step of a run `pstuts ingest` submitted: rebuild its job from the module.
+
+    In a fresh process, as a worker is: this one's `pstuts_pipeline.definitions` was imported with other settings.
+    """
+    rebuild = (
+        "from pstuts_pipeline.defs.executors import reconstructable_job\n"
+        "job = reconstructable_job('remove_videos').get_definition()\n"
+        "print(job.name, job.executor_def.name)"
+    )
+    env = {**os.environ, "PSTUTS_EXECUTOR": "celery"}
+    done = subprocess.run([sys.executable, "-c", rebuild], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["remove_videos", "celery"]
 
 
 def test_the_kubernetes_values_match_the_pinned_dagster_and_the_docs():
