@@ -7,7 +7,7 @@ Run from the checkout:  nice -n 10 .venv/bin/python -m benchmarks.temporal_conte
    query-time setting (temporal weight and width, relink, whole-chunk vector weight) is then scored from those
    rankings by `retrieval.second_stage`, so nothing is ingested or embedded again per setting.
 3. Contextual chunks: for each context source the stored points are rebuilt in an in-memory collection by the
-   ingest's own code (`context.chunk_contexts`, `vectorstore.build_points`), with the contextual text in both the
+   ingest's own code (`context.contextual_texts`, `vectorstore.build_points`), with the contextual text in both the
    whole-chunk vector and the BM25 terms; "dense only" and "BM25 only" take that ranking from the contextual
    collection and the others from today's. The time to build the contexts and embed the contextual texts is what
    the option adds to an ingest.
@@ -75,12 +75,7 @@ def contextual_collection(videos: dict[int, list], source: str, model, dimension
         meta = records[0].payload["metadata"]
         chunks = [chunk_of(r) for r in records]
         assert [c.text for c in chunks] == [r.payload["page_content"] for r in records]
-        texts = [
-            context.contextual_text(x, c.text)
-            for x, c in zip(
-                context.chunk_contexts(meta["title"], meta["desc"], [c.text for c in chunks], settings), chunks
-            )
-        ]
+        texts = context.contextual_texts(meta["title"], meta["desc"], [c.text for c in chunks], settings)
         built[video_id] = (meta, chunks, texts)
     contexts_s = time.perf_counter() - started
     started = time.perf_counter()

@@ -123,6 +123,7 @@ def quiet_third_party() -> None:
 
 
 def _env_number(name: str, default: float, convert: type, noun: str) -> float:
+    """A number from the environment (the default when unset or empty), refused naming the variable if not one."""
     value = os.environ.get(name)
     if value in (None, ""):
         return default
@@ -167,14 +168,9 @@ def env_limit(name: str, default: int, minimum: int = 1) -> int:
 
 def env_seconds(name: str, default: float) -> float:
     """A positive number of seconds from the environment, refused naming the variable when it is not one."""
-    value = os.environ.get(name)
-    if value in (None, ""):
-        return default
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise ValueError(f"environment variable {name} is {value!r}, not a number of seconds") from None
-    if not seconds > 0 or seconds == float("inf"):
+    seconds = float(_env_number(name, default, float, "a number of seconds"))
+    if not 0 < seconds < float("inf"):
+        value = os.environ.get(name)
         raise ValueError(f"environment variable {name} is {value!r}; it must be a positive number of seconds")
     return seconds
 

@@ -94,3 +94,9 @@ def chunk_contexts(title: str, desc: str, texts: Sequence[str], settings: Contex
 def contextual_text(context: str, text: str) -> str:
     """The chunk's text after its context, as embedded or indexed."""
     return f"{context}\n{text}" if context else text
+
+
+def contextual_texts(title: str, desc: str, texts: Sequence[str], settings: ContextSettings) -> list[str]:
+    """A video's chunk texts, each after its situating context (unchanged when the settings are off)."""
+    contexts = chunk_contexts(title, desc, texts, settings)
+    return [contextual_text(context, text) for context, text in zip(contexts, texts, strict=True)]
