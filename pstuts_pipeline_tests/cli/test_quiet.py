@@ -9,12 +9,14 @@ import pytest
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
+QUIETING = {"HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY", "TRANSFORMERS_NO_ADVISORY_WARNINGS"}
 
 
 def pstuts(*args: str) -> subprocess.CompletedProcess:
     # The fixtures set PSTUTS_DATA_DIR, PSTUTS_STORAGE_DIR and DAGSTER_HOME in this process's environment.
     # No disk cache of query vectors: each call loads the model, whose loading bar is what must stay hidden.
-    env = {**os.environ, "PSTUTS_EMBEDDING_CACHE_DIR": ""}
+    # The quieting variables `pstuts` sets are dropped: a test that ran the CLI in this process left them here.
+    env = {k: v for k, v in os.environ.items() if k not in QUIETING} | {"PSTUTS_EMBEDDING_CACHE_DIR": ""}
     return subprocess.run([str(BIN / "pstuts"), *args], env=env, capture_output=True, text=True, timeout=300)
 
 
