@@ -264,11 +264,14 @@ def first_stage(
 def places_of(client: QdrantClient, collection: str, ids: Sequence[Any]) -> dict[Any, temporal.Place]:
     """Each point's video and time span, read from its payload alone."""
     fields = [vectorstore.VIDEO_ID_FIELD, "metadata.start", "metadata.stop"]
-    places = {}
-    for record in client.retrieve(collection, ids=list(ids), with_payload=fields, with_vectors=False):
-        meta = (record.payload or {})["metadata"]
-        places[record.id] = temporal.Place(meta["video_id"], float(meta["start"]), float(meta["stop"]))
-    return places
+    records = client.retrieve(collection, ids=list(ids), with_payload=fields, with_vectors=False)
+    return {record.id: place_of(record) for record in records}
+
+
+def place_of(record: Any) -> temporal.Place:  # noqa: ANN401 - a Qdrant Record or ScoredPoint
+    """A point's video and time span, from its payload."""
+    meta = (record.payload or {})["metadata"]
+    return temporal.Place(meta["video_id"], float(meta["start"]), float(meta["stop"]))
 
 
 def relink_to_neighbours(
@@ -281,13 +284,11 @@ def relink_to_neighbours(
     """
     for found in pool:
         own = float(found.link_scores.max()) if len(found.link_scores) else -np.inf
-        meta = (found.record.payload or {})["metadata"]
-        middle = (meta["start"] + meta["stop"]) / 2
+        middle = place_of(found.record).midpoint
         for other in neighbours.get(found.record.id, []):
             if not len(other.link_scores):
                 continue
-            other_meta = (other.record.payload or {})["metadata"]
-            weight = float(temporal.kernel(middle - (other_meta["start"] + other_meta["stop"]) / 2, settings.sigma_s))
+            weight = float(temporal.kernel(middle - place_of(other.record).midpoint, settings.sigma_s))
             if weight * float(other.link_scores.max()) > own:
                 own, found.link_from = weight * float(other.link_scores.max()), other
 

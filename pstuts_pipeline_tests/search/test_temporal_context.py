@@ -41,7 +41,8 @@ def test_a_chunk_gains_from_its_near_same_video_neighbours_only():
 
 def test_the_link_moves_to_a_near_neighbours_phrase_only_when_it_scores_higher_after_the_discount():
     def chunk(pid: str, start: float, stop: float, link_scores: list[float]) -> retrieval.Candidate:
-        record = models.Record(id=pid, payload={"metadata": {"start": start, "stop": stop}, "page_content": ""})
+        metadata = {"video_id": 1, "start": start, "stop": stop}  # as stored: every point names its video
+        record = models.Record(id=pid, payload={"metadata": metadata, "page_content": ""})
         return retrieval.Candidate(record, 0.0, [0], ["x"], np.array(link_scores))
 
     here, near, far = chunk("a", 0, 20, [0.5]), chunk("b", 20, 40, [0.9]), chunk("c", 100, 120, [0.95])

@@ -50,12 +50,11 @@ def report_partitions(
     context: dg.AssetExecutionContext, by_partition: dict[str, dict[str, object]], totals: dict[str, object]
 ) -> None:
     """Each partition gets its own video's metadata; the run's totals are an observation of the asset as a whole."""
-    for key, metadata in by_partition.items():
-        try:
+    try:
+        for key, metadata in by_partition.items():
             context.add_asset_metadata(metadata, partition_key=key)
-        except AttributeError:  # Dagster 1.13: an asset invoked directly (unit tests) has no partitions to tag
-            context.add_output_metadata(totals)
-            break
+    except AttributeError:  # Dagster 1.13: an asset invoked directly (unit tests) has no partitions to tag
+        context.add_output_metadata(totals)
     else:
         context.log_event(
             dg.AssetObservation(asset_key=context.asset_key, metadata={"videos": len(by_partition), **totals})
