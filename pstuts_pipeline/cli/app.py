@@ -93,6 +93,7 @@ def ingest(
     """Register every video in the data folder as a partition and materialize the new or changed ones."""
     from pstuts_pipeline.cli.ingest import ingest as run_ingest
     from pstuts_pipeline.cli.ingest import unchanged_report
+    from pstuts_pipeline.cli.progress import Tracker
     from pstuts_pipeline.defs.instance import instance_for_cli
     from pstuts_pipeline.defs.resources import resources_from_env
 
@@ -101,8 +102,8 @@ def ingest(
     if report is None:
         instance = instance_for_cli()
         defs = _definitions()
-        with console.status("starting") as status:
-            report = run_ingest(defs, instance, only=video, force=force, on_progress=lambda m: status.update(m))
+        with Tracker(console, "pstuts ingest", "steps") as progress:
+            report = run_ingest(defs, instance, only=video, force=force, on_progress=progress.update)
     plan = report.plan
     for line in report.reclaimed:
         console.print(f"[yellow]reclaimed[/yellow] {escape(printable(line))}")
@@ -462,6 +463,7 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as one JSON object.")] = False,
 ) -> None:
     """Score search on QA pairs (hit@k, link@k, mrr@10), or with --answers the answers (token F1, citation link@1)."""
+    from pstuts_pipeline.cli.progress import Tracker
     from pstuts_pipeline.search import evaluation
     from pstuts_pipeline.search.scoring import score_search
 
@@ -473,7 +475,7 @@ def evaluate(
     resources = _definitions().resources
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
     asked = evaluation.folder_questions(resources["transcript_source"].path())
-    with qdrant.get_client() as client:
+    with qdrant.get_client() as client, Tracker(console, "pstuts evaluate", "questions") as progress:
         _require_collection(client, qdrant.collection)
         metrics = score_search(
             client,
@@ -484,6 +486,7 @@ def evaluate(
             top_k,
             reranker=resources["reranker"].get(),
             asked=asked,
+            on_progress=progress.update,
         )
     if as_json:
         print(json.dumps(metrics), flush=True)

@@ -4,6 +4,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,8 @@ from pstuts_pipeline.sources import Catalog, load_catalog
 
 # What a run returns: executed in this process, or orchestrated from it with its steps elsewhere (Celery).
 RunResult = dg.ExecuteInProcessResult | dg.JobExecutionResult
+# Where an ingest stands: steps ended, steps in all (None until the runs are planned), and what is happening.
+OnProgress = Callable[[int, int | None, str], None]
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 INTERRUPTED_EXIT_CODE = 130
 
@@ -124,13 +127,16 @@ def cancel_this_process_runs(instance: dg.DagsterInstance, signal_name: str) -> 
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
 
 
-def interruptible(instance: dg.DagsterInstance, work: Callable[[], RunResult]) -> RunResult:
+def interruptible(
+    instance: dg.DagsterInstance, work: Callable[[], RunResult], on_tick: Callable[[], None] | None = None
+) -> RunResult:
     """Run `work` in a worker thread so Ctrl-C or SIGTERM stops the ingest now, not when the run ends.
 
     Dagster holds SIGINT until a run finishes when it executes on the main thread. Here the main thread
     cancels the run in the instance and exits 130; every write on the way is atomic (a file rename, a SQLite
     transaction, a video's new points upserted before its stale ones go), so the next ingest finds each
-    video either as it was or as it is now, and re-ingests what does not match.
+    video either as it was or as it is now, and re-ingests what does not match. While it waits, the main thread
+    calls `on_tick` about once a second.
     """
     outcome: dict[str, object] = {}
 
@@ -150,8 +156,12 @@ def interruptible(instance: dg.DagsterInstance, work: Callable[[], RunResult]) -
     worker = threading.Thread(target=target, name="pstuts-run", daemon=True)
     try:
         worker.start()
+        ticked = time.monotonic()
         while worker.is_alive():
             worker.join(0.2)
+            if on_tick is not None and time.monotonic() - ticked >= 1.0:
+                on_tick()
+                ticked = time.monotonic()
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -160,22 +170,64 @@ def interruptible(instance: dg.DagsterInstance, work: Callable[[], RunResult]) -
     return outcome["result"]  # type: ignore[return-value]
 
 
-def execute_request(defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest) -> RunResult:
+def execute_request(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    request: dg.RunRequest,
+    on_steps: Callable[[list[str] | None], None] | None = None,
+) -> RunResult:
     """Execute a reconcile run request from this process, exactly as the daemon would launch it.
 
-    With the in-process executor every step runs here. `execute_in_process` always runs steps in-process, whatever
-    executor the job has, so a job whose steps run elsewhere (Celery) is executed through its code pointer instead.
+    With the in-process executor every step runs here, and `on_steps` hears the steps that have ended as they end.
+    `execute_in_process` always runs steps in-process, whatever executor the job has, so a job whose steps run
+    elsewhere (Celery) is executed through its code pointer instead (its steps are not followed).
     """
     job = defs.resolve_job_def(request.job_name)
     tags = {**request.tags, **this_process_tags()}
     run_config = {**request.run_config, **QUIET_LOGS}
     if not steps_run_in_run_process(job.executor_def):
         return interruptible(instance, lambda: execute_elsewhere(instance, request.job_name, tags, run_config))
+    run_id = str(uuid.uuid4())
     with batched_sqlite_syncs():
         return interruptible(
             instance,
-            lambda: job.execute_in_process(instance=instance, tags=tags, run_config=run_config, raise_on_error=False),
+            lambda: job.execute_in_process(
+                instance=instance, tags=tags, run_config=run_config, raise_on_error=False, run_id=run_id
+            ),
+            on_tick=None if on_steps is None else lambda: on_steps(ended_steps(instance, run_id)),
         )
+
+
+def ended_steps(instance: dg.DagsterInstance, run_id: str) -> list[str] | None:
+    """The steps of a run that have ended so far (succeeded, failed or skipped), in the order they ended.
+
+    None when the instance cannot say right now: progress is shown on a best-effort basis and never fails the run.
+    """
+    try:
+        if not instance.has_run(run_id):  # not created yet: asking its event log now would create that log
+            return []
+        ended = [s for s in instance.get_run_step_stats(run_id) if s.end_time]
+    except Exception:  # noqa: BLE001 - e.g. a store busy beyond its timeout; the next tick asks again
+        return None
+    return [s.step_key for s in sorted(ended, key=lambda s: s.end_time or 0.0)]
+
+
+def step_count(job: dg.JobDefinition) -> int:
+    """How many steps a run of `job` has: one per asset, and one per asset check not computed with its asset."""
+    return len(job.graph.nodes)
+
+
+def follow_run(
+    on_progress: OnProgress, steps_before: int, steps: int, label: str
+) -> Callable[[list[str] | None], None]:
+    """What `execute_request` calls with a run's ended steps: the ingest's progress, in steps of all its runs."""
+
+    def on_steps(ended: list[str] | None) -> None:
+        if ended is None:
+            return
+        on_progress(steps_before + len(ended), steps, f"{label}, {ended[-1]} done" if ended else f"{label}, starting")
+
+    return on_steps
 
 
 def execute_elsewhere(
@@ -215,7 +267,7 @@ def ingest(
     instance: dg.DagsterInstance,
     only: list[str] | None = None,
     force: bool = False,
-    on_progress: Callable[[str], None] = lambda message: None,
+    on_progress: OnProgress = lambda done, total, what: None,
 ) -> IngestReport:
     """Reconcile the data folder with Qdrant, then execute the removal run and the ingest runs it asks for."""
     started = time.perf_counter()
@@ -227,7 +279,7 @@ def ingest(
     )
     home = None if instance.is_ephemeral else Path(instance.root_directory)
     reclaimed = reclaim_dead_runs(instance)
-    on_progress(f"checking the data folder against {qdrant.collection}")
+    on_progress(0, None, f"checking the data folder against {qdrant.collection}")
     view = observe_store(qdrant, home)
     catalog = load_catalog(source.path())
     result = reconcile(catalog, view.stored, fingerprint_function(embeddings, chunker), only, force)
@@ -235,10 +287,16 @@ def ingest(
     report = IngestReport(result, reclaimed=reclaimed, dagster_home=str(instance.root_directory))
     if result.to_ingest and steps_run_in_run_process(defs.resolve_job_def(INGEST_JOB_NAME).executor_def):
         embeddings.preload()  # overlaps the run's start and first steps (which run here)
-    for request in run_requests(result, order, max_videos_per_run(), trigger="cli"):
-        videos = request.tags.get("pstuts/videos")
-        on_progress(f"materializing {videos} videos" if videos else "removing videos that left the data folder")
-        run = execute_request(defs, instance, request)
+    requests = list(run_requests(result, order, max_videos_per_run(), trigger="cli"))
+    steps = [step_count(defs.resolve_job_def(r.job_name)) for r in requests]
+    videos = [int(r.tags.get("pstuts/videos", 0)) for r in requests]
+    for number, request in enumerate(requests):
+        done = f"{sum(videos[:number])}/{sum(videos)} videos done"
+        what = f"{videos[number]} videos" if videos[number] else "removing videos that left the data folder"
+        label = f"{done}; run {number + 1}/{len(requests)}: {what}"
+        follow = follow_run(on_progress, sum(steps[:number]), sum(steps), label)
+        follow([])
+        run = execute_request(defs, instance, request, on_steps=follow)
         report.run_ids.append(run.run_id)
         if not run.success:
             errors = "; ".join(step_errors(run)) or "no step failed: see the run's logs"
@@ -247,6 +305,8 @@ def ingest(
             report.failed_runs.append(f"{what} (run {run.run_id}): {errors}")
             continue
         add_run_figures(report, instance, run)
+    if requests:
+        on_progress(sum(steps), sum(steps), f"{sum(videos)}/{sum(videos)} videos done")
     if result.has_work:
         view = observe_store(qdrant, home)
     if home is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pstuts_pipeline.embedding.checksums import sha256_file
 from pstuts_pipeline.embedding.versions import BASE_MODEL_NAME, NOTE, Draft, Log
+from pstuts_pipeline.progress import timing
 
 
 def library_versions() -> dict[str, str]:
@@ -56,8 +57,14 @@ def progress_callback(log: Log):  # -> transformers.TrainerCallback, imported la
     from transformers import TrainerCallback
 
     class LogProgress(TrainerCallback):
+        started = time.perf_counter()
+
+        def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001, ANN201 - transformers' hook
+            self.started = time.perf_counter()
+
         def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001, ANN201 - transformers' hook
-            log(f"step {state.global_step}/{state.max_steps}: {shown_metrics(logs or {})}")
+            so_far = timing(state.global_step, state.max_steps, time.perf_counter() - self.started, "steps")
+            log(f"step {state.global_step}/{state.max_steps} ({so_far}): {shown_metrics(logs or {})}")
 
     return LogProgress()
 

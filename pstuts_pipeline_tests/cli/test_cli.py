@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,10 +63,25 @@ def materialize(partition: str, env: dict[str, str]) -> subprocess.Popen:
     )
 
 
+def step_keys() -> list[str]:
+    """The steps of an ingest run: each ingestion asset, and each asset check not computed with its asset."""
+    from pstuts_pipeline.definitions import build_definitions
+    from pstuts_pipeline.defs.reconcile import INGEST_JOB_NAME
+
+    return [node.name for node in build_definitions().resolve_job_def(INGEST_JOB_NAME).graph.nodes]
+
+
 def test_ingest_search_and_dagster_cli_rematerialize(cli_env, storage):
     ingest = run([str(BIN / "pstuts"), "ingest"], cli_env)
     assert ingest.returncode == 0, ingest.stdout + ingest.stderr
     assert "videos ingested" in ingest.stderr and "points in collection" in ingest.stderr
+    # Not a terminal: progress as plain lines, the run's ended steps (read once a second) counted up to all of them.
+    line = r"^pstuts ingest: 0/4 videos done; run 1/1: 4 videos, (\w+) done \((\d+)/(\d+) steps\)"
+    steps = re.findall(line, ingest.stderr, re.M)
+    assert steps and {name for name, _, _ in steps} <= set(step_keys()), ingest.stderr
+    done, total = [int(d) for _, d, _ in steps], {int(t) for _, _, t in steps}
+    assert done == sorted(done) and total == {len(step_keys())}
+    assert f"pstuts ingest: 4/4 videos done ({len(step_keys())}/{len(step_keys())} steps)" in ingest.stderr
     counts = point_counts(storage)
     assert sorted(map(str, counts)) == SAMPLE_VIDEOS and all(counts.values())
 

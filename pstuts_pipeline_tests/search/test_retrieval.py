@@ -163,3 +163,5 @@ def test_pstuts_evaluate_prints_the_metrics_as_json(searchable):
     assert run.returncode == 0, run.stderr
     metrics = json.loads(run.stdout.strip().splitlines()[-1])
     assert metrics["questions"] == len(searchable["questions"]) and 0 <= metrics["link@5"] <= 1
+    asked = int(metrics["questions"])
+    assert f"pstuts evaluate ({asked}/{asked} questions)" in run.stderr  # progress, as plain lines in a log

@@ -1,0 +1,61 @@
+"""Progress of long commands: a bar with counts, rate and time left on a terminal, plain lines elsewhere."""
+
+import time
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from pstuts_pipeline.progress import timing
+
+
+class Tracker:
+    """One command's progress, fed by `update(done, total, what)`; `total=None` while the amount is not known yet."""
+
+    def __init__(self, console: Console, title: str, unit: str) -> None:
+        self.console, self.title, self.unit = console, title, unit
+        self.started = time.perf_counter()
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+        self._last_line = ""
+
+    def __enter__(self) -> "Tracker":
+        if self.console.is_terminal:
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn(self.unit),
+                TimeElapsedColumn(),
+                TextColumn("left"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,  # the summary that follows is what stays on screen
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(self.title, total=None)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def update(self, done: int, total: int | None, what: str = "") -> None:
+        """Show `done` of `total` units, with `what` saying where the work is."""
+        description = f"{self.title}: {what}" if what else self.title
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, completed=done, total=total, description=description)
+            return
+        line = f"{description} ({done}/{total} {self.unit})" if total else description
+        if line != self._last_line:  # a log reads better without the same line twice
+            self._last_line = line
+            so_far = timing(done, total, time.perf_counter() - self.started, self.unit)
+            self.console.print(f"{line}, {so_far}", highlight=False, soft_wrap=True)
