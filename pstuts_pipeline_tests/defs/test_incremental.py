@@ -194,7 +194,7 @@ def test_another_model_is_another_fingerprint_and_another_cache(data_folder, sto
 
 
 @pytest.mark.slow
-def test_a_cli_ingest_with_nothing_to_do_loads_neither_qdrant_nor_torch(data_folder, storage):
+def test_a_cli_ingest_with_nothing_to_do_loads_neither_qdrant_nor_a_model_runtime(data_folder, storage):
     env = {**os.environ, "PSTUTS_DATA_DIR": str(data_folder), "PSTUTS_STORAGE_DIR": str(storage)}
     command = [sys.executable, "-X", "importtime", "-m", "pstuts_pipeline.cli.app", "ingest"]
     first = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
@@ -203,13 +203,13 @@ def test_a_cli_ingest_with_nothing_to_do_loads_neither_qdrant_nor_torch(data_fol
     def loaded(run):
         return {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
 
-    assert {"torch", "qdrant_client"} <= loaded(first)
+    assert {"onnxruntime", "qdrant_client"} <= loaded(first)  # the default backend's runtime, and the store
 
     again = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "videos unchanged (skipped) │ 3" in again.stderr
     assert loaded(again).isdisjoint(
-        {"torch", "qdrant_client", "sqlalchemy", "pandas", "langchain_experimental.text_splitter"}
+        {"torch", "onnxruntime", "qdrant_client", "sqlalchemy", "pandas", "langchain_experimental.text_splitter"}
     )
 
 

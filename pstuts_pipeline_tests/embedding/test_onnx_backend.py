@@ -48,6 +48,18 @@ def test_the_backends_come_from_the_environment(monkeypatch):
         local._loaded(embedding.EmbeddingSpec(backend="onnx", precision="bfloat16"))
 
 
+def test_the_default_is_onnx_and_bfloat16_alone_means_torch(monkeypatch):
+    for name in ("PSTUTS_EMBEDDING_BACKEND", "PSTUTS_RERANKER_BACKEND", "PSTUTS_EMBEDDING_PRECISION"):
+        monkeypatch.delenv(name, raising=False)
+    resources = resources_from_env()
+    assert (resources["embeddings"].spec.backend, resources["reranker"].backend) == ("onnx", "onnx")
+    assert resources["embeddings"].model_id.endswith("@onnx")
+    monkeypatch.setenv("PSTUTS_EMBEDDING_PRECISION", "bfloat16")  # a precision only torch runs picks torch
+    assert resources_from_env()["embeddings"].spec.backend == "torch"
+    monkeypatch.setenv("PSTUTS_EMBEDDING_BACKEND", "onnx")  # unless the backend is asked for: then refused at load
+    assert resources_from_env()["embeddings"].spec.backend == "onnx"
+
+
 def test_importing_the_package_loads_no_onnx_runtime():
     """Startup counts: a no-op ingest or a search with the torch backend must not pay for onnxruntime's import."""
     code = (
