@@ -1,6 +1,7 @@
 """Progress of long commands: plain lines with counts, rate and time left when the output is not a terminal."""
 
 import io
+import os
 
 from rich.console import Console
 
@@ -41,3 +42,17 @@ def test_a_run_s_steps_count_towards_the_whole_ingest():
     follow(["raw_transcripts", "phrase_documents"])
     follow(None)  # the instance could not say this time: nothing shown, nothing goes backwards
     assert heard == [(7, 14, "run 2/2: 3 videos, starting"), (9, 14, "run 2/2: 3 videos, phrase_documents done")]
+
+
+def test_progress_reaches_the_user_while_a_run_redirects_the_descriptor(tmp_path):
+    watched = (tmp_path / "terminal").open("w")
+    with Tracker(Console(file=watched, force_terminal=False), "pstuts ingest", "steps") as progress:
+        saved = os.dup(watched.fileno())
+        with (tmp_path / "compute.log").open("w") as compute_log:
+            os.dup2(compute_log.fileno(), watched.fileno())  # what a run does to fds 1 and 2 while its steps run
+            progress.update(3, 10, "kamradt_chunks done")
+        os.dup2(saved, watched.fileno())
+        os.close(saved)
+    watched.close()
+    assert "pstuts ingest: kamradt_chunks done (3/10 steps)" in (tmp_path / "terminal").read_text()
+    assert (tmp_path / "compute.log").read_text() == ""
