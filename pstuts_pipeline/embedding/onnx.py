@@ -239,8 +239,11 @@ def check_mean_pooling(source: Path) -> None:
     config = source / "1_Pooling" / "config.json"
     if config.exists():
         pooling: dict[str, Any] = json.loads(config.read_text())
+        # A flag per mode (the bundled model's format) or one named mode (what sentence-transformers 6 saves).
         modes = [k for k, v in pooling.items() if k.startswith("pooling_mode") and v is True]
-        if modes != ["pooling_mode_mean_tokens"]:
+        if isinstance(pooling.get("pooling_mode"), str):
+            modes.append(f"pooling_mode_{pooling['pooling_mode']}")
+        if modes not in (["pooling_mode_mean_tokens"], ["pooling_mode_mean"]):
             raise ValueError(
                 f"{config}: pooling {modes}; the ONNX backends pool by mean only, use PSTUTS_EMBEDDING_BACKEND=torch"
             )

@@ -175,3 +175,22 @@ def test_the_reranker_runs_on_onnx(cross_encoder, tmp_path, monkeypatch):
     assert reranking.Reranker(cross_encoder, backend="onnx").score([]).shape == (0,)
     with pytest.raises(ValueError, match="PSTUTS_RERANKER_BACKEND is 'tensorrt'"):
         reranking.Reranker(cross_encoder, backend="tensorrt")
+
+
+@pytest.mark.parametrize(
+    ("pooling", "accepted"),
+    [
+        ({"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}, True),  # the bundled model's format
+        ({"embedding_dimension": 384, "pooling_mode": "mean", "include_prompt": True}, True),  # a fine-tune's (ST 6)
+        ({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}, False),
+        ({"pooling_mode": "cls"}, False),
+    ],
+)
+def test_the_onnx_embedder_takes_mean_pooling_in_either_format_and_refuses_others(tmp_path, pooling, accepted):
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    if accepted:
+        onnx.check_mean_pooling(tmp_path)
+    else:
+        with pytest.raises(ValueError, match="pool by mean only, use PSTUTS_EMBEDDING_BACKEND=torch"):
+            onnx.check_mean_pooling(tmp_path)
