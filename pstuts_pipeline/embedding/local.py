@@ -53,7 +53,9 @@ class LocalProvider:
             with contextlib.suppress(Exception):
                 self.load(spec)
 
-        threading.Thread(target=load_quietly, name="pstuts-model-preload", daemon=True).start()
+        # Not a daemon: the interpreter waits for it at exit. A daemon thread stopped inside torch or onnxruntime
+        # (an ingest whose texts all came from the cache can end before the load does) aborts the process.
+        threading.Thread(target=load_quietly, name="pstuts-model-preload", daemon=False).start()
 
     def token_counter(self, spec: EmbeddingSpec) -> TokenCounter:
         tokenizer = _tokenizer(spec)
