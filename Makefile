@@ -39,9 +39,10 @@ check: lint
 	$(BIN)/pytest -m "not slow" -n 2
 
 # The whole suite: the fast tier first (a broken build fails in minutes), then the slow tier in one process (its
-# tests start servers, Dagster processes and kill ingests; a run of it on two xdist workers lost its controller).
+# tests start servers, Dagster processes and kill ingests; a run of it on two xdist workers lost its controller),
+# listing its 15 slowest tests at the end.
 test: check
-	$(BIN)/pytest -m slow
+	$(BIN)/pytest -m slow --durations=15
 
 # ruff (rules in pyproject.toml): lint, and the formatting check; `ruff format .` rewrites.
 lint: setup
