@@ -41,6 +41,19 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
 CHROMIUM_FLAGS += ["--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
+def wait_until(page, expression: str, arg: object = None, timeout_s: float = 20.0) -> None:  # noqa: ANN001
+    """Wait until `expression` (a JS expression or function of `arg`) is true on the page, polling from here.
+
+    Playwright's `wait_for_function` re-evaluates its predicate inside the page with eval, which the page's CSP
+    (script-src 'self') refuses whenever the first check is not already true; `page.evaluate` is not bound by it.
+    """
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression, arg):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not true after {timeout_s} s: {expression}")
+        time.sleep(0.02)
+
+
 def wait_for(url: str, process: subprocess.Popen, what: str, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -96,9 +109,7 @@ def page_series(url: str, questions: list[str]) -> list[float]:
             page.fill("#question", question)
             started = time.perf_counter()
             page.click("#ask")
-            page.wait_for_function(
-                "q => document.getElementById('answer-box').dataset.question === q", arg=question, timeout=300_000
-            )
+            wait_until(page, "q => document.getElementById('answer-box').dataset.question === q", question, 300)
             seconds.append(time.perf_counter() - started)
         browser.close()
     return seconds

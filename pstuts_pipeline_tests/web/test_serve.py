@@ -21,6 +21,7 @@ from helpers import SAMPLE, SAMPLE_DIR, HashEmbeddings, run_ingest
 from qdrant_client import QdrantClient, models
 from servers import FakeChatServer, free_port, http_json, serve, skip_or_fail
 
+from benchmarks.ask_page import wait_until
 from pstuts_pipeline.answers.chat import ChatSettings
 from pstuts_pipeline.defs.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.defs.resources import resources_from_env
@@ -218,20 +219,21 @@ def browser():
 def ask_on_page(page, question: str) -> None:
     page.fill("#question", question)
     page.click("#ask")
-    page.wait_for_function(
+    wait_until(
+        page,
         "q => { const box = document.getElementById('answer-box'); return !box.hidden && box.dataset.question === q; }",
-        arg=question,
-        timeout=60_000,
+        question,
+        timeout_s=60,
     )
 
 
 def wait_playing_at(page, seconds: float) -> float:
     """The player's currentTime once it has its media and is within a second of `seconds` (fails after 20 s)."""
-    page.wait_for_function(
+    wait_until(
+        page,
         "t => { const v = document.getElementById('player');"
         " return v.readyState >= 1 && !v.seeking && Math.abs(v.currentTime - t) < 1; }",
-        arg=seconds,
-        timeout=20_000,
+        seconds,
     )
     return page.evaluate("document.getElementById('player').currentTime")
 
@@ -242,7 +244,7 @@ def test_a_learner_asks_sees_cited_moments_and_the_video_plays_from_the_cited_mo
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(server)
-    page.wait_for_function("document.getElementById('status').textContent.includes('chunks in')")
+    wait_until(page, "document.getElementById('status').textContent.includes('chunks in')")
     ask_on_page(page, "How do I sharpen a soft photo with Unsharp Mask?")
     page.screenshot(path=str(tmp_path / "1-answer.png"), full_page=True)
     assert page.text_content("#answer").strip()
