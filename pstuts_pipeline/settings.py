@@ -69,9 +69,12 @@ def embedding_backend() -> str:
 
     Unset, with a precision only torch runs (PSTUTS_EMBEDDING_PRECISION=bfloat16), it is torch.
     """
-    if env("PSTUTS_EMBEDDING_PRECISION", "float32") != "float32":
-        return env("PSTUTS_EMBEDDING_BACKEND") or "torch"
-    return env("PSTUTS_EMBEDDING_BACKEND") or DEFAULT_BACKEND
+    return env("PSTUTS_EMBEDDING_BACKEND") or (DEFAULT_BACKEND if embedding_precision() == "float32" else "torch")
+
+
+def embedding_precision() -> str:
+    """The local model's precision (PSTUTS_EMBEDDING_PRECISION): float32, or bfloat16 under autocast (torch only)."""
+    return env("PSTUTS_EMBEDDING_PRECISION", "float32")
 
 
 def reranker_backend() -> str:

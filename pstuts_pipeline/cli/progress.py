@@ -40,15 +40,15 @@ class Tracker:
 
     def __init__(self, console: Console, title: str, unit: str) -> None:
         self.console, self.title, self.unit = console, title, unit
-        self._given = console
+        self._out = console  # where it draws: its own copy of the console's descriptor, once entered
         self.started = time.perf_counter()
         self._bar: Progress | None = None
         self._task: TaskID | None = None
         self._last_line = ""
 
     def __enter__(self) -> "Tracker":
-        self.console = own_stream(self.console)
-        if self.console.is_terminal:
+        self._out = own_stream(self.console)
+        if self._out.is_terminal:
             self._bar = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
@@ -58,7 +58,7 @@ class Tracker:
                 TextColumn("elapsed,"),
                 TimeRemainingColumn(),
                 TextColumn("left"),
-                console=self.console,
+                console=self._out,
                 transient=True,  # the summary that follows is what stays on screen
                 auto_refresh=False,  # drawn on each update (at least once a second while a run executes)
             )
@@ -69,8 +69,8 @@ class Tracker:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         if self._bar is not None:
             self._bar.stop()
-        if self.console.file is not self._given.file:
-            self.console.file.close()
+        if self._out is not self.console:
+            self._out.file.close()
 
     def update(self, done: int, total: int | None, what: str = "") -> None:
         """Show `done` of `total` units, with `what` saying where the work is."""
@@ -82,4 +82,4 @@ class Tracker:
         if line != self._last_line:  # a log reads better without the same line twice
             self._last_line = line
             so_far = timing(done, total, time.perf_counter() - self.started, self.unit)
-            self.console.print(f"{line}, {so_far}", highlight=False, soft_wrap=True)
+            self._out.print(f"{line}, {so_far}", highlight=False, soft_wrap=True)

@@ -25,6 +25,7 @@ from pstuts_pipeline.settings import (
     DEFAULT_BACKEND,
     data_dir,
     embedding_backend,
+    embedding_precision,
     env,
     env_int,
     env_limit,
@@ -337,7 +338,7 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
             model=embedding.resolve_model(env("PSTUTS_EMBEDDING_MODEL")),
             openai_base_url=_url_setting("OPENAI_BASE_URL"),
             batch_size=env_int("PSTUTS_EMBEDDING_BATCH_SIZE", 32),
-            precision=env("PSTUTS_EMBEDDING_PRECISION", "float32"),
+            precision=embedding_precision(),
             backend=embedding_backend(),
             # Set but empty turns the cache off; unset keeps the default folder.
             cache_dir=env("PSTUTS_EMBEDDING_CACHE_DIR") if env_set("PSTUTS_EMBEDDING_CACHE_DIR") else None,
