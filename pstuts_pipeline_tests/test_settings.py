@@ -101,3 +101,15 @@ def test_chunker_settings_that_cannot_work_are_refused_naming_the_variable(monke
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=re.escape(message)):
         resources_from_env()
+
+
+def test_the_folder_sensor_looks_as_often_as_configured(monkeypatch):
+    from pstuts_pipeline.definitions import build_definitions
+
+    interval = lambda: build_definitions().resolve_sensor_def("transcript_folder_sensor").minimum_interval_seconds
+    assert interval() == settings.DEFAULT_SENSOR_INTERVAL_S == 15
+    monkeypatch.setenv("PSTUTS_SENSOR_INTERVAL_S", "5")
+    assert interval() == 5
+    monkeypatch.setenv("PSTUTS_SENSOR_INTERVAL_S", "0")
+    with pytest.raises(ValueError, match="PSTUTS_SENSOR_INTERVAL_S is 0; it must be at least 1"):
+        build_definitions()

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import dagster as dg
 import pytest
 from helpers import SAMPLE
-from servers import skip_or_fail
+from servers import QUICK_SENSOR, skip_or_fail
 
 from benchmarks.dagster_dev_path import DagsterDev
 from benchmarks.ingest_speed import Workspace
@@ -48,7 +48,7 @@ def ranges(runs: list[dict]) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def space(tmp_path_factory) -> Workspace:
-    return Workspace(tmp_path_factory.mktemp("dagster_dev"), "user")
+    return Workspace(tmp_path_factory.mktemp("dagster_dev"), "user", QUICK_SENSOR)
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def test_the_ui_renders_the_lineage_and_the_partitions_in_a_real_browser(dev):
 
 
 def test_over_a_home_the_cli_filled_nothing_runs_until_the_model_changes(tmp_path):
-    space = Workspace(tmp_path, "cli_first")
+    space = Workspace(tmp_path, "cli_first", QUICK_SENSOR)
     (space.data / "videos.json").write_text(json.dumps(SAMPLE))
     assert space.ingest("cli").details["videos_ingested"] == 3
     with DagsterDev(space.env(), space.logs / "dagster_dev.log") as dev:

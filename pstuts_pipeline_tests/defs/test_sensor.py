@@ -14,7 +14,7 @@ from pstuts_pipeline.defs.jobs import INGEST_JOB_NAME, REMOVE_JOB_NAME
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.reconcile import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pstuts_pipeline.defs.resources import resources_from_env
-from pstuts_pipeline.defs.sensors import transcript_folder_sensor
+from pstuts_pipeline.defs.sensors import build_folder_sensor
 
 KEYS = ["9001", "9002", "9003"]
 pytestmark = pytest.mark.slow
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 def tick(instance: dg.DagsterInstance) -> dg.SensorResult:
     with dg.build_sensor_context(instance=instance, resources=resources_from_env()) as context:
-        return transcript_folder_sensor(context)
+        return build_folder_sensor()(context)
 
 
 def apply_partition_requests(instance: dg.DagsterInstance, result: dg.SensorResult) -> None:

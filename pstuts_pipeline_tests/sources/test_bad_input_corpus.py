@@ -15,7 +15,7 @@ from helpers import run_main, stored_points
 from pstuts_pipeline.cli import app as cli
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.resources import resources_from_env
-from pstuts_pipeline.defs.sensors import transcript_folder_sensor
+from pstuts_pipeline.defs.sensors import build_folder_sensor
 
 CORPUS = Path(__file__).parent / "bad_inputs"
 MANIFEST: dict[str, dict] = json.loads((CORPUS / "manifest.json").read_text())
@@ -57,7 +57,7 @@ def test_the_sensor_requests_nothing_removes_nothing_and_says_why(name, ingested
         dg.DagsterInstance.get() as instance,
         dg.build_sensor_context(instance=instance, resources=resources_from_env()) as context,
     ):
-        result = transcript_folder_sensor(context)
+        result = build_folder_sensor()(context)
 
     assert result.run_requests == [] and result.dynamic_partitions_requests == []
     said = result.skip_reason.skip_message
@@ -106,6 +106,6 @@ def test_special_files_neither_hang_nor_stop_ingest_or_the_sensor(name, ingested
         dg.DagsterInstance.get() as instance,
         dg.build_sensor_context(instance=instance, resources=resources_from_env()) as context,
     ):
-        result = transcript_folder_sensor(context)
+        result = build_folder_sensor()(context)
     assert result.run_requests == [] and f"{ingested / name}: {message}" in result.skip_reason.skip_message
     assert stored_points(storage) == before
