@@ -9,13 +9,14 @@ link, stay as they are. Part of the fingerprint when on, so a change re-ingests.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bm25s.stopwords import STOPWORDS_EN_PLUS
+from pstuts_pipeline.search.lexical import stopwords
 
 SOURCES = ("", "title", "neighbours", "title+neighbours")
 USES = ("dense", "bm25", "both")
@@ -26,7 +27,12 @@ _WORD = re.compile(r"[a-z][a-z0-9+'-]*[a-z0-9+]|[a-z]")
 _BOILERPLATE = frozenset(
     {"learn", "use", "using", "photoshop", "adobe", "cc", "how", "video", "tutorial", "create", "make", "get"}
 )
-_STOPWORDS = frozenset(STOPWORDS_EN_PLUS) | _BOILERPLATE
+
+
+@functools.cache
+def _stopwords() -> frozenset[str]:
+    """The stop words and the boilerplate, read on first use (see `lexical.stopwords`)."""
+    return stopwords() | _BOILERPLATE
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,7 @@ class ContextSettings:
 
 def content_words(text: str) -> list[str]:
     """Lower-cased words without stop words or tutorial boilerplate, in order, each once."""
-    return list(dict.fromkeys(w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS))
+    return list(dict.fromkeys(w for w in _WORD.findall(text.lower()) if w not in _stopwords()))
 
 
 def video_context(title: str, desc: str, terms: int = TERMS) -> str:
@@ -68,7 +74,7 @@ def video_context(title: str, desc: str, terms: int = TERMS) -> str:
 
 def neighbour_terms(texts: Sequence[str], index: int, terms: int = TERMS) -> list[str]:
     """Key words of the chunks beside `index` that it lacks: frequent there, in few of the video's chunks."""
-    words = [Counter(w for w in _WORD.findall(t.lower()) if w not in _STOPWORDS) for t in texts]
+    words = [Counter(w for w in _WORD.findall(t.lower()) if w not in _stopwords()) for t in texts]
     spread = Counter(w for counts in words for w in counts)
     own = words[index]
     beside = Counter()

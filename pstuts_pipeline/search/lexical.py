@@ -8,7 +8,6 @@ import zlib
 from collections import Counter
 
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 K1 = 1.2
 # Weak length normalisation: a long chunk is long because the tutor talks through several steps, not because
@@ -16,9 +15,18 @@ K1 = 1.2
 B = 0.3
 # Typical content terms per chunk on PsTuts; a fixed value keeps each video's vectors independent of the others.
 AVERAGE_DOCUMENT_TOKENS = 60
-# The larger list drops question words ("how", "did", "he"), which otherwise match narration by accident.
-_STOPWORDS = frozenset(STOPWORDS_EN_PLUS)
 _TOKEN = re.compile(r"[a-z0-9]+")
+
+
+@functools.cache
+def stopwords() -> frozenset[str]:
+    """bm25s' larger English list: it drops question words ("how", "did", "he") that match narration by accident.
+
+    Read on first use: importing bm25s imports scipy, which a no-op ingest (it imports this module) never needs.
+    """
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+    return frozenset(STOPWORDS_EN_PLUS)
 
 
 @functools.cache
@@ -28,7 +36,7 @@ def _stemmer() -> Stemmer.Stemmer:
 
 def tokenize(text: str) -> list[str]:
     """Lower-cased, stop-word-free, Snowball-stemmed terms ('layers' and 'layer', 'selection' and 'select')."""
-    return _stemmer().stemWords([t for t in _TOKEN.findall(text.lower()) if t not in _STOPWORDS])
+    return _stemmer().stemWords([t for t in _TOKEN.findall(text.lower()) if t not in stopwords()])
 
 
 def term_index(term: str) -> int:
