@@ -1,6 +1,7 @@
 """The local model backends side by side in one run: torch, onnx and onnx-int8, for the embedder and the reranker.
 
-Each column sets PSTUTS_EMBEDDING_BACKEND and PSTUTS_RERANKER_BACKEND to its backend.
+Each column sets PSTUTS_EMBEDDING_BACKEND and PSTUTS_RERANKER_BACKEND to its backend; with --embedder-backend B the
+embedder runs on B in every column, so the columns differ in the reranker alone (its quality on one first stage).
 
 Run from the checkout:  .venv/bin/python -m benchmarks.embedding_backends [--reranker DIR] [--json out.json]
 
@@ -56,7 +57,14 @@ def texts_per_second(model, texts: list[str]) -> float:  # noqa: ANN001 - a Lang
     return round(len(texts) / (time.perf_counter() - started), 1)
 
 
-def one_backend(backend: str, storage: Path, reranker_folder: str, latency_sample: int, quick: bool = False) -> dict:
+def one_backend(
+    backend: str,
+    storage: Path,
+    reranker_folder: str,
+    latency_sample: int,
+    quick: bool = False,
+    embedder_backend: str | None = None,
+) -> dict:
     """Everything measured in this process for one backend (run as a child: its peak RSS is its own)."""
     from benchmarks.rerank_benchmark import measure
     from benchmarks.tune_embedder import ingest_collection
@@ -64,14 +72,15 @@ def one_backend(backend: str, storage: Path, reranker_folder: str, latency_sampl
     from pstuts_pipeline.search import evaluation, reranking
     from pstuts_pipeline.sources import load_catalog
 
-    os.environ.update(PSTUTS_EMBEDDING_BACKEND=backend, PSTUTS_RERANKER_BACKEND=backend)
+    embedder_backend = embedder_backend or backend
+    os.environ.update(PSTUTS_EMBEDDING_BACKEND=embedder_backend, PSTUTS_RERANKER_BACKEND=backend)
     videos = list(load_catalog(FILES).videos.values())
     phrases = [p.text for v in videos for p in v.phrases]
     windows = [
         " ".join(p.text for p in v.phrases[max(0, i - 1) : i + 2]) for v in videos for i in range(len(v.phrases))
     ]
     started = time.perf_counter()
-    model = embedding.load_embeddings(embedding.EmbeddingSpec(backend=backend))
+    model = embedding.load_embeddings(embedding.EmbeddingSpec(backend=embedder_backend))
     model.embed_documents(["warm up"])
     row: dict = {"load_s": round(time.perf_counter() - started, 2)}
     row["phrases_per_s"] = texts_per_second(model, phrases)
@@ -171,6 +180,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
     parser.add_argument("--reranker", type=Path, help="A reranker folder (default: an untrained one, latency only).")
+    parser.add_argument(
+        "--embedder-backend", choices=BACKENDS, help="The embedder's backend in every column (the reranker's varies)."
+    )
     parser.add_argument("--latency-sample", type=int, default=100, help="Questions timed one at a time.")
     parser.add_argument("--json", type=Path, help="Also write the results here.")
     parser.add_argument(
@@ -188,7 +200,9 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.child:
-        row = one_backend(args.child, args.storage, str(args.reranker), args.latency_sample, args.quick)
+        row = one_backend(
+            args.child, args.storage, str(args.reranker), args.latency_sample, args.quick, args.embedder_backend
+        )
         args.json.write_text(json.dumps(row))
         return
 
@@ -198,6 +212,7 @@ def main() -> None:
     os.environ["PSTUTS_ONNX_MODELS_DIR"] = str(onnx_dir)
     reranker_folder = (args.reranker or untrained_reranker(root / "reranker")).resolve()
     results: dict = {"machine": machine(), "code": code_info, "load_before": load(), "reranker": str(reranker_folder)}
+    results["embedder_backend"] = args.embedder_backend or "the column's"
     results["export_s"] = export_all(onnx_dir, reranker_folder)
     print(f"exports: {results['export_s']}", flush=True)
     references = (
@@ -210,6 +225,7 @@ def main() -> None:
         command = [sys.executable, "-m", "benchmarks.embedding_backends", "--child", backend, "--json", str(out)]
         command += ["--storage", str(root / f"inproc_{backend}"), "--reranker", str(reranker_folder)]
         command += ["--latency-sample", str(args.latency_sample)] + (["--quick"] if args.quick else [])
+        command += ["--embedder-backend", args.embedder_backend] if args.embedder_backend else []
         subprocess.run(command, check=True, cwd=Path(__file__).resolve().parents[1])
         row = json.loads(out.read_text()) | ({} if args.no_cli else cli_runs(root, onnx_dir, backend))
         results["backends"][backend] = row
@@ -221,7 +237,8 @@ def main() -> None:
     results["load_after"] = load()
     print(
         f"\n{time.strftime('%Y-%m-%d %H:%M')}; machine {results['machine']}; load avg before {results['load_before']}, "
-        f"after {results['load_after']}; reference script runs {references} s; exports {results['export_s']}\n"
+        f"after {results['load_after']}; reference script runs {references} s; exports {results['export_s']}; "
+        f"embedder backend: {results['embedder_backend']}\n"
     )
     print(table(results))
     if args.json:
