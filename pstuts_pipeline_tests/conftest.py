@@ -1,5 +1,6 @@
 """Shared fixtures: the PsTuts-VQA splits (PSTUTS_VQA_DIR), isolated storage and Dagster instance, the sample and dev
-videos ingested once per module, the keyed embedding server (plain helpers are in helpers.py)."""
+videos ingested once per session (tests and modules get copies), the keyed embedding server (plain helpers are in
+helpers.py)."""
 
 import json
 import os
@@ -72,9 +73,9 @@ def hash_embeddings() -> HashEmbeddings:
     return HashEmbeddings()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ingested_once(tmp_path_factory) -> Path:
-    """The sample videos ingested with the real model, once per module; tests start from a copy (`ingested`)."""
+    """The sample videos ingested with the real model, once per session; tests start from a copy (`ingested`)."""
     root = tmp_path_factory.mktemp("ingested")
     write_data(root / "data")
     with pytest.MonkeyPatch.context() as env:
@@ -100,20 +101,15 @@ def ingested(ingested_once, storage, tmp_path, monkeypatch) -> Path:
 SEARCHABLE_VIDEOS = 3
 
 
-@pytest.fixture(scope="module")
-def searchable(tmp_path_factory, pstuts_files) -> Iterator[dict]:
-    """The three shortest dev videos ingested through the pipeline (real model, local Qdrant), and their questions.
-
-    The instance is passed to whoever needs it, never entered with `with`: an entered instance is Dagster's current
-    one (its defs-state storage in a context variable) for as long as it stays entered, here every test of the module.
-    """
+@pytest.fixture(scope="session")
+def searchable_once(tmp_path_factory, pstuts_files) -> Path:
+    """The three shortest dev videos ingested through the pipeline (real model, local Qdrant), once per session."""
     videos = sorted(json.loads(pstuts_files[1].read_text()), key=lambda v: len(v["transcripts"]))[:SEARCHABLE_VIDEOS]
-    root = tmp_path_factory.mktemp("retrieval")
-    data = root / "data"
-    data.mkdir()
-    (data / "dev_subset.json").write_text(json.dumps(videos))
+    root = tmp_path_factory.mktemp("retrieval_once")
+    (root / "data").mkdir()
+    (root / "data" / "dev_subset.json").write_text(json.dumps(videos))
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("PSTUTS_DATA_DIR", str(data))
+        env.setenv("PSTUTS_DATA_DIR", str(root / "data"))
         env.setenv("PSTUTS_STORAGE_DIR", str(root / "storage"))
         env.setenv("DAGSTER_HOME", str(root / "storage" / "dagster_home"))
         (root / "storage" / "dagster_home").mkdir(parents=True)
@@ -121,9 +117,30 @@ def searchable(tmp_path_factory, pstuts_files) -> Iterator[dict]:
         instance = dg.DagsterInstance.get()
         try:
             report = ingest(build_definitions(resources), instance)
-            assert report.ok and report.points_in_collection > 0
+        finally:
+            instance.dispose()
+    assert report.ok and report.points_in_collection > 0
+    return root
+
+
+@pytest.fixture(scope="module")
+def searchable(searchable_once, tmp_path_factory) -> Iterator[dict]:
+    """A module's own copy of `searchable_once`, its resources and instance, and the videos' questions.
+
+    The instance is passed to whoever needs it, never entered with `with`: an entered instance is Dagster's current
+    one (its defs-state storage in a context variable) for as long as it stays entered, here every test of the module.
+    """
+    root = tmp_path_factory.mktemp("retrieval")
+    shutil.copytree(searchable_once, root, dirs_exist_ok=True)
+    data = root / "data"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PSTUTS_DATA_DIR", str(data))
+        env.setenv("PSTUTS_STORAGE_DIR", str(root / "storage"))
+        env.setenv("DAGSTER_HOME", str(root / "storage" / "dagster_home"))
+        instance = dg.DagsterInstance.get()
+        try:
             yield {
-                "resources": resources,
+                "resources": resources_from_env(),
                 "instance": instance,
                 "questions": evaluation.load_questions([data / "dev_subset.json"]),
                 "qa_file": data / "dev_subset.json",
