@@ -136,10 +136,10 @@ class Workspace:
         with dg.DagsterInstance.from_config(str(self.home)) as instance:
 
             def total(asset: str, key: str) -> int:
-                records = instance.fetch_materializations(dg.AssetKey(asset), limit=10_000).records
-                # A single-run step reports its run's totals on each partition: count each run once.
+                records = instance.fetch_observations(dg.AssetKey(asset), limit=10_000).records
+                # A step logs its run's totals once, as an observation beside each partition's own materialization.
                 per_run = {
-                    r.run_id: r.asset_materialization.metadata[key].value
+                    r.run_id: r.asset_observation.metadata[key].value
                     for r in records
                     if r.timestamp >= self.last_started
                 }
