@@ -23,6 +23,7 @@ from pstuts_pipeline.search import reranking
 from pstuts_pipeline.search.context import ContextSettings
 from pstuts_pipeline.settings import (
     DEFAULT_BACKEND,
+    DEFAULT_RERANKER_BACKEND,
     data_dir,
     embedding_backend,
     embedding_precision,
@@ -161,7 +162,7 @@ class RerankerResource(dg.ConfigurableResource):
     depth: int = Field(default=reranking.DEPTH, ge=1, description="First-stage candidates rescored per question.")
     phrases: int = Field(default=reranking.PHRASES_PER_CHUNK, ge=1, description="Phrases of each candidate it reads.")
     weight: float = Field(default=reranking.WEIGHT, description="Weight of its standardised score in the sum.")
-    backend: str = Field(default=DEFAULT_BACKEND, description="'torch', 'onnx' or 'onnx-int8'.")
+    backend: str = Field(default=DEFAULT_RERANKER_BACKEND, description="'torch', 'onnx' or 'onnx-int8'.")
 
     def get(self) -> reranking.Reranker | None:
         """The reranker, loaded once per process, or None when none is configured."""
