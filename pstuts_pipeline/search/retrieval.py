@@ -183,31 +183,34 @@ def to_result(found: Candidate) -> SearchResult:
 def rerank(
     reranker: reranking.Reranker, questions: Sequence[str], pools: list[list[Candidate]], top_k: int
 ) -> list[list[Candidate]]:
-    """Rescore each question's candidates with the cross-encoder in one batch; keep the top-k by the combined score.
+    """Rescore each question's candidates with the cross-encoder; keep the top-k by the combined score.
 
     A chunk's cross-encoder score is that of its best phrase among its top few by the link score; the link stays on
-    the link score's phrase unless the settings say `relink`.
+    the link score's phrase unless the settings say `relink`. Each question's pairs are scored on their own: int8
+    quantises each batch with its own scale, so pairs batched across questions would make one question's ranking
+    depend on what else was asked.
     """
     settings = reranker.settings
-    pairs, owners = [], []
-    for number, (question, pool) in enumerate(zip(questions, pools, strict=True)):
+    reranked = []
+    for question, pool in zip(questions, pools, strict=True):
+        if not pool:
+            reranked.append([])
+            continue
         query = dense_query_text(question)
+        pairs, owners = [], []
         for slot, found in enumerate(pool):
             for position in reranking.top_phrases(found.link_scores, settings.phrases) or [found.choice]:
                 pairs.append((query, found.texts[position]))
-                owners.append((number, slot, position))
-    scores = reranker.score(pairs)
-    best: dict[tuple[int, int], tuple[float, int]] = {}
-    for (number, slot, position), value in zip(owners, scores, strict=True):
-        if (number, slot) not in best or value > best[number, slot][0]:
-            best[number, slot] = (float(value), position)
-    reranked = []
-    for number, pool in enumerate(pools):
-        cross = reranking.standardised(np.array([best[number, slot][0] for slot in range(len(pool))]))
+                owners.append((slot, position))
+        best: dict[int, tuple[float, int]] = {}
+        for (slot, position), value in zip(owners, reranker.score(pairs), strict=True):
+            if slot not in best or value > best[slot][0]:
+                best[slot] = (float(value), position)
+        cross = reranking.standardised(np.array([best[slot][0] for slot in range(len(pool))]))
         for slot, found in enumerate(pool):
             found.score += settings.weight * float(cross[slot])
             if settings.relink:
-                found.choice = best[number, slot][1]
+                found.choice = best[slot][1]
         reranked.append(sorted(pool, key=lambda c: c.score, reverse=True)[:top_k])
     return reranked
 
@@ -359,7 +362,7 @@ def search_many(
 ) -> list[list[SearchResult]]:
     """Answer many questions with one embedding batch, one batch of Qdrant queries and one payload fetch.
 
-    With a reranker, the first stage's top `reranker.settings.depth` candidates are rescored in one batch.
+    With a reranker, the first stage's top `reranker.settings.depth` candidates of each question are rescored.
     Settings not given are read from the environment (`SearchSettings.from_env`).
     """
     check_model(client, collection, model_id)

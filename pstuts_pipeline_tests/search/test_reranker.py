@@ -225,3 +225,22 @@ def test_rerank_moves_the_chunk_the_cross_encoder_prefers_up_and_keeps_or_moves_
     [reranked] = retrieval.rerank(scorer, ["how do I crop"], [pool], top_k=2)
     assert [c.texts[0] for c in reranked] == ["open the layers panel", "add a gradient"]
     assert reranked[0].choice == (1 if relink else 0)
+
+
+class BatchScaledScorer(KeywordScorer):
+    """Rounds to a step set by the longest pair in the call, as int8's per-batch scale ties a score to its batch."""
+
+    def score(self, pairs):  # noqa: ANN001, ANN201
+        step = max(len(q) + len(p) for q, p in pairs) / 4
+        return np.array([round(len(p) / step) for q, p in pairs], dtype=np.float32)
+
+
+def test_a_questions_reranking_does_not_depend_on_what_else_was_asked():
+    def pool() -> list[retrieval.Candidate]:
+        texts = [["a"], ["a much longer phrase"], ["a mid phrase"]]
+        return [retrieval.Candidate(None, 1.0 - n / 10, [0], t, np.array([1.0]), 0) for n, t in enumerate(texts)]
+
+    scorer = BatchScaledScorer(reranking.RerankSettings(depth=3, phrases=1, weight=1.0, relink=False))
+    [alone] = retrieval.rerank(scorer, ["crop"], [pool()], top_k=3)
+    together = retrieval.rerank(scorer, ["crop", "x" * 500], [pool(), pool()], top_k=3)[0]
+    assert [(c.texts, round(c.score, 6)) for c in alone] == [(c.texts, round(c.score, 6)) for c in together]
