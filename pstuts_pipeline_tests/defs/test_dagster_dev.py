@@ -1,5 +1,5 @@
 """The path users run: `pstuts dev` (dagster dev: webserver, daemon, code server) as subprocesses over a fresh home,
-transcript files dropped into the watched folder, an edit, a removal and a model change; and the UI in a real browser."""
+transcript files dropped into the watched folder, an edit and a removal; and the UI in a real browser."""
 
 import json
 import shutil
@@ -8,42 +8,16 @@ from collections.abc import Iterator
 
 import dagster as dg
 import pytest
+from dagster_dev_helpers import ingest_runs, ranges, stored
 from helpers import SAMPLE
 from servers import QUICK_SENSOR, skip_or_fail
 
 from benchmarks.dagster_dev_path import DagsterDev
 from benchmarks.ingest_speed import Workspace
-from pstuts_pipeline import embedding
 from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
-from pstuts_pipeline.defs.resources import QdrantResource
 
 pytestmark = pytest.mark.slow
 KEYS = {"9001", "9002", "9003"}
-
-
-def stored(space: Workspace, collection: str = "pstuts_transcripts") -> dict[int, set[str]]:
-    """Each stored video's titles, read from the local Qdrant folder under its lock (runs may be writing)."""
-    found: dict[int, set[str]] = {}
-    with QdrantResource(path=str(space.storage / "qdrant"), collection=collection).get_client() as client:
-        if not client.collection_exists(collection):
-            return found
-        points, _ = client.scroll(collection, limit=10_000, with_payload=True)
-    for point in points:
-        meta = point.payload["metadata"]
-        found.setdefault(meta["video_id"], set()).add(meta["title"])
-    return found
-
-
-def ingest_runs(dev: DagsterDev, trigger: str = "sensor") -> list[dict]:
-    """Ingest runs the sensor (or another trigger) requested, oldest first."""
-    runs = [r for r in dev.runs() if r["jobName"] == "ingest_videos" and r["tags"].get("pstuts/trigger") == trigger]
-    return sorted(runs, key=lambda r: r["startTime"] or 0)
-
-
-def ranges(runs: list[dict]) -> list[tuple[str, str]]:
-    return [
-        (r["tags"]["dagster/asset_partition_range_start"], r["tags"]["dagster/asset_partition_range_end"]) for r in runs
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -141,32 +115,3 @@ def test_the_ui_renders_the_lineage_and_the_partitions_in_a_real_browser(dev):
     assert [name for name in INGESTION_ASSET_NAMES if name not in lineage] == []
     partitions = rendered("/assets/qdrant_collection?view=partitions")
     assert "9001" in partitions and "9002" in partitions
-
-
-def test_over_a_home_the_cli_filled_nothing_runs_until_the_model_changes(tmp_path):
-    space = Workspace(tmp_path, "cli_first", QUICK_SENSOR)
-    (space.data / "videos.json").write_text(json.dumps(SAMPLE))
-    assert space.ingest("cli").details["videos_ingested"] == 3
-    with DagsterDev(space.env(), space.logs / "dagster_dev.log") as dev:
-
-        def finished() -> list[dict]:
-            """The ticks that are done: one still evaluating (STARTED, under load) has no skip reason yet."""
-            return [t for t in dev.ticks() if t["status"] != "STARTED"]
-
-        dev.wait_until(lambda: len(finished()) >= 2, 300, "two finished sensor ticks")
-        dev.wait_settled()
-        assert ingest_runs(dev) == [] and len(ingest_runs(dev, "cli")) == 1
-        newest = finished()[0]
-        assert newest["status"] == "SKIPPED" and "3 videos match what Qdrant holds" in newest["skipReason"], newest
-
-    # Another model is another fingerprint (and, as a collection holds one model's vectors, another collection).
-    renamed = tmp_path / "renamed-minilm"
-    renamed.mkdir()
-    for item in embedding.bundled_model_path().iterdir():
-        (renamed / item.name).symlink_to(item)
-    env = {**space.env(), "PSTUTS_EMBEDDING_MODEL": str(renamed), "PSTUTS_COLLECTION": "renamed_model"}
-    with DagsterDev(env, space.logs / "dagster_dev_new_model.log") as dev:
-        dev.wait_until(lambda: len(ingest_runs(dev)) == 1, 300, "a run for the new model")
-        dev.wait_settled()
-        assert ranges(ingest_runs(dev)) == [("9001", "9003")]
-    assert set(stored(space, "renamed_model")) == {9001, 9002, 9003}
