@@ -38,11 +38,11 @@ dev: setup
 check: lint
 	$(BIN)/pytest -m "not slow" -n 2
 
-# The whole suite: the fast tier first (a broken build fails in minutes), then the slow tier in one process (its
-# tests start servers, Dagster processes and kill ingests; a run of it on two xdist workers lost its controller),
-# listing its 15 slowest tests at the end.
+# The whole suite: the fast tier first (a broken build fails in minutes), then the slow tier on two pytest-xdist
+# workers, one test file each (a file's module-scoped servers and ingests stay in one process; most of its tests wait
+# on subprocesses, so two workers on two cores take 9 minutes instead of 15), listing its 15 slowest tests at the end.
 test: check
-	$(BIN)/pytest -m slow --durations=15
+	$(BIN)/pytest -m slow -n 2 --dist loadfile --durations=15
 
 # ruff (rules in pyproject.toml): lint, and the formatting check; `ruff format .` rewrites.
 lint: setup
