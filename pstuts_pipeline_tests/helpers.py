@@ -12,7 +12,8 @@ from langchain_core.embeddings import Embeddings
 from qdrant_client import QdrantClient
 
 from pstuts_pipeline.cli import app as cli
-from pstuts_pipeline.cli.ingest import IngestReport, ingest
+from pstuts_pipeline.cli.ingest import ingest
+from pstuts_pipeline.cli.report import IngestReport
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.resources import resources_from_env
 

@@ -11,8 +11,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from pstuts_pipeline import settings
+from pstuts_pipeline import resource_fields, settings
+from pstuts_pipeline.defs.reconcile import fingerprint_function
 from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline.sources import load_catalog
 
 PACKAGE = Path(settings.__file__).parent
 CONFIGURATION = PACKAGE.parent / "docs" / "configuration.md"
@@ -113,3 +115,33 @@ def test_the_folder_sensor_looks_as_often_as_configured(monkeypatch):
     monkeypatch.setenv("PSTUTS_SENSOR_INTERVAL_S", "0")
     with pytest.raises(ValueError, match="PSTUTS_SENSOR_INTERVAL_S is 0; it must be at least 1"):
         build_definitions()
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {},
+        {
+            "PSTUTS_EMBEDDING_BACKEND": "torch",
+            "PSTUTS_MAX_CHUNK_TOKENS": "128",
+            "PSTUTS_CHUNK_CONTEXT": "title",
+            "PSTUTS_QDRANT_PATH": "/elsewhere/qdrant",
+            "PSTUTS_DATA_DIR": "/elsewhere/data",
+            "OPENAI_BASE_URL": "https://user:secret@llm.example/v1",
+        },
+    ],
+)
+def test_the_no_op_ingest_decides_from_the_fields_the_resources_hold(monkeypatch, environment):
+    """`pstuts ingest` with nothing to do reads `resource_fields_from_env` without Dagster: the same as the resources."""
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    plain = {name: resource_fields.as_held(f) for name, f in resource_fields.resource_fields_from_env().items()}
+    resources = resources_from_env()
+    for name, held in plain.items():
+        assert {k: v for k, v in resources[name].model_dump().items() if k in held} == held, name
+    assert resource_fields.source_folder(plain["transcript_source"]) == resources["transcript_source"].path()
+    assert resource_fields.qdrant_folder(plain["qdrant"]) == resources["qdrant"].local_path
+    assert resource_fields.embedding_spec(plain["embeddings"]) == resources["embeddings"].spec
+    video = next(iter(load_catalog(PACKAGE.parent / "data").videos.values()))
+    wanted = fingerprint_function(resources["embeddings"], resources["chunker"])(video)
+    assert resource_fields.fingerprint_function(plain["embeddings"], plain["chunker"])(video) == wanted

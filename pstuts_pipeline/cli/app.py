@@ -91,15 +91,16 @@ def ingest(
     force: Annotated[bool, typer.Option(help="Re-ingest even videos that look unchanged.")] = False,
 ) -> None:
     """Register every video in the data folder as a partition and materialize the new or changed ones."""
-    from pstuts_pipeline.cli.ingest import ingest as run_ingest
-    from pstuts_pipeline.cli.ingest import unchanged_report
-    from pstuts_pipeline.cli.progress import Tracker
-    from pstuts_pipeline.defs.instance import instance_for_cli
-    from pstuts_pipeline.defs.resources import resources_from_env
+    from pstuts_pipeline.cli.report import unchanged_report
+    from pstuts_pipeline.resource_fields import resource_fields_from_env
 
-    # With nothing to do, the ledger says so without importing the pipeline, Qdrant or Dagster's storage.
-    report = None if force else unchanged_report(resources_from_env(), only=video)
+    # With nothing to do, the ledger says so without importing Dagster, the pipeline or Qdrant.
+    report = None if force else unchanged_report(resource_fields_from_env(), only=video)
     if report is None:
+        from pstuts_pipeline.cli.ingest import ingest as run_ingest
+        from pstuts_pipeline.cli.progress import Tracker
+        from pstuts_pipeline.defs.instance import instance_for_cli
+
         instance = instance_for_cli()
         defs = _definitions()
         with Tracker(console, "pstuts ingest", "steps") as progress:

@@ -5,12 +5,12 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 
+from pstuts_pipeline.cli.report import IngestReport
 from pstuts_pipeline.cli.sqlite_sync import batched_sqlite_syncs
 from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.defs.executors import reconstructable_job, steps_run_in_run_process
@@ -18,7 +18,6 @@ from pstuts_pipeline.defs.instance import PID_TAG, reclaim_dead_runs, this_proce
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.reconcile import (
     INGEST_JOB_NAME,
-    Reconciliation,
     fingerprint_function,
     keep_in_ledger,
     observe_store,
@@ -26,7 +25,7 @@ from pstuts_pipeline.defs.reconcile import (
     reconcile,
     run_requests,
 )
-from pstuts_pipeline.settings import dagster_home, max_videos_per_run
+from pstuts_pipeline.settings import max_videos_per_run
 from pstuts_pipeline.sources import Catalog, load_catalog
 
 # What a run returns: executed in this process, or orchestrated from it with its steps elsewhere (Celery).
@@ -35,27 +34,6 @@ RunResult = dg.ExecuteInProcessResult | dg.JobExecutionResult
 OnProgress = Callable[[int, int | None, str], None]
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 INTERRUPTED_EXIT_CODE = 130
-
-
-@dataclass
-class IngestReport:
-    """What an ingest did, for the summary and the exit code."""
-
-    plan: Reconciliation
-    run_ids: list[str] = field(default_factory=list)
-    failed_runs: list[str] = field(default_factory=list)
-    reclaimed: list[str] = field(default_factory=list)
-    chunks: int = 0
-    points_in_collection: int = 0
-    seconds: float = 0.0
-    step_seconds: dict[str, float] = field(default_factory=dict)
-    dagster_home: str = ""
-    # True when the ledger showed nothing to do, so neither Qdrant nor the Dagster instance was opened.
-    from_ledger: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return not self.plan.failed and not self.failed_runs
 
 
 def register_partitions(instance: dg.DagsterInstance, catalog: Catalog) -> list[str]:
@@ -68,38 +46,6 @@ def register_partitions(instance: dg.DagsterInstance, catalog: Catalog) -> list[
             if set(new) - set(instance.get_dynamic_partitions(video_partitions.name)):
                 raise
     return order
-
-
-def unchanged_report(resources: Mapping[str, object], only: list[str] | None = None) -> IngestReport | None:
-    """The report of an ingest with nothing to do, decided from the ledger; None when there is work or no proof.
-
-    Needs neither Qdrant nor the Dagster instance (nor their imports), which is most of a no-op ingest's time.
-    """
-    started = time.perf_counter()
-    source, embeddings, chunker, qdrant = (
-        resources["transcript_source"],
-        resources["embeddings"],
-        resources["chunker"],
-        resources["qdrant"],
-    )
-    if qdrant.url:
-        return None
-    home = dagster_home()
-    ledger = ledgers.read_ledger(qdrant.local_path, qdrant.collection, home)
-    partitions = ledger.current_partitions(home) if ledger else None
-    if partitions is None:
-        return None
-    catalog = load_catalog(source.path())
-    result = reconcile(catalog, ledger.stored(), fingerprint_function(embeddings, chunker), only=only)
-    if result.has_work or not set(catalog.videos) <= set(partitions):
-        return None
-    return IngestReport(
-        result,
-        points_in_collection=ledger.points,
-        seconds=round(time.perf_counter() - started, 2),
-        dagster_home=str(home),
-        from_ledger=True,
-    )
 
 
 def step_errors(result: RunResult) -> list[str]:

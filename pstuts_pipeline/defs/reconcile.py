@@ -1,4 +1,4 @@
-"""The one reconcile policy: which videos to ingest, keep or remove, decided against what Qdrant holds.
+"""The one reconcile policy (`sources.reconciliation`) as Dagster run requests.
 
 `pstuts ingest`, the folder sensor and the schedule all call `reconcile` on the same inputs (the data folder,
 the fingerprints stored beside the points, the model and chunk settings) and turn its answer into the same
@@ -8,28 +8,25 @@ Dagster run requests: ingest runs over bounded partition ranges, and one removal
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
 from filelock import Timeout
 
+from pstuts_pipeline import resource_fields
 from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.defs.dagster_private import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pstuts_pipeline.defs.instance import reclaim_dead_runs
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
-from pstuts_pipeline.search.fingerprints import build_fingerprint
 from pstuts_pipeline.settings import max_videos_per_run
 from pstuts_pipeline.sources import Catalog, SourceVideo, load_catalog
+from pstuts_pipeline.sources.reconciliation import REMOVED_REASON, Reconciliation, reconcile
 
 INGEST_JOB_NAME = "ingest_videos"
 REMOVE_JOB_NAME = "remove_videos"
-NEW_REASON = "new video"
-CHANGED_REASON = "source, embedding model or chunk settings differ from what Qdrant holds"
-FORCED_REASON = "re-ingest forced"
-REMOVED_REASON = "video no longer in the data folder"
 # A tick does not wait long for a search or a CLI ingest that holds the local Qdrant folder.
 TICK_LOCK_TIMEOUT_S = 10
 IN_PROGRESS = [
@@ -39,66 +36,6 @@ IN_PROGRESS = [
     dg.DagsterRunStatus.STARTED,
     dg.DagsterRunStatus.CANCELING,
 ]
-
-
-@dataclass
-class Reconciliation:
-    """Partition keys by what must happen to them, and why."""
-
-    to_ingest: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
-    reasons: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def has_work(self) -> bool:
-        return bool(self.to_ingest or self.removed)
-
-
-def failures_by_key(catalog: Catalog, selected: set[str] | None) -> dict[str, str]:
-    """The catalog's errors grouped by video (or by file when no video is named), joined once per key."""
-    grouped: dict[str, list[str]] = {}
-    for error in catalog.errors:
-        key = str(error.video_id) if error.video_id is not None else error.file
-        if selected is None or key in selected:
-            grouped.setdefault(key, []).append(str(error))
-    return {key: "\n".join(messages) for key, messages in grouped.items()}
-
-
-def reconcile(
-    catalog: Catalog,
-    stored: dict[int, set[str]],
-    fingerprint_of: Callable[[SourceVideo], str],
-    only: Iterable[str] | None = None,
-    force: bool = False,
-) -> Reconciliation:
-    """A video is ingested when forced, new, or stored from other content, model or settings than now.
-
-    A video is removed when Qdrant holds it and no file names it, unless some file could not be read at all
-    (then a missing video cannot be told from an unreadable one, and its points stay until the file reads).
-    """
-    selected = set(only) if only else None
-    result = Reconciliation(failed=failures_by_key(catalog, selected))
-    for key, video in sorted(catalog.videos.items(), key=lambda kv: int(kv[0])):
-        if selected is not None and key not in selected:
-            continue
-        prints = stored.get(video.video_id)
-        if force or prints != {fingerprint_of(video)}:
-            result.to_ingest.append(key)
-            result.reasons[key] = FORCED_REASON if force else NEW_REASON if not prints else CHANGED_REASON
-        else:
-            result.unchanged.append(key)
-    if selected is not None:
-        for key in sorted(selected - set(catalog.videos) - set(result.failed)):
-            result.failed[key] = catalog.missing_reason(key)
-    elif not catalog.hides_videos:
-        unreadable = {str(v) for v in catalog.bad_video_ids}
-        result.removed = sorted(
-            (str(v) for v in stored if str(v) not in catalog.videos and str(v) not in unreadable), key=int
-        )
-        result.reasons |= {key: REMOVED_REASON for key in result.removed}
-    return result
 
 
 def ingest_ranges(selected: list[str], order: list[str], limit: int) -> list[tuple[str, str]]:
@@ -124,9 +61,7 @@ def ingest_ranges(selected: list[str], order: list[str], limit: int) -> list[tup
 
 def fingerprint_function(embeddings: EmbeddingsResource, chunker: ChunkerResource) -> Callable[[SourceVideo], str]:
     """How a video's fingerprint is computed now, to compare with the one stored beside its points."""
-    settings = chunker.settings(embeddings.window()[0])
-    model_id, context = embeddings.model_id, chunker.fingerprint_context()
-    return lambda video: build_fingerprint(video.content_hash, model_id, settings, context)
+    return resource_fields.fingerprint_function(embeddings.model_dump(), chunker.model_dump())
 
 
 @dataclass

@@ -6,9 +6,9 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from filelock import FileLock, Timeout
@@ -16,26 +16,17 @@ from langchain_core.embeddings import Embeddings
 from pydantic import Field
 
 from pstuts_pipeline import embedding
+from pstuts_pipeline import resource_fields as fields
 from pstuts_pipeline.answers.chat import ChatSettings
 from pstuts_pipeline.chunking.chunker import ChunkerSettings
-from pstuts_pipeline.redaction import has_credentials, redact, strip_credentials
+from pstuts_pipeline.redaction import redact, strip_credentials
 from pstuts_pipeline.search import reranking
 from pstuts_pipeline.search.context import ContextSettings
 from pstuts_pipeline.settings import (
     DEFAULT_BACKEND,
     DEFAULT_RERANKER_BACKEND,
-    data_dir,
-    embedding_backend,
-    embedding_precision,
-    env,
-    env_int,
-    env_limit,
-    env_set,
-    max_chunk_tokens,
-    reranker_backend,
     storage_dir,
 )
-from pstuts_pipeline.training import reranker as reranker_training
 
 if TYPE_CHECKING:  # imported when a client is made: it costs a second, which `pstuts ingest` with nothing to do saves
     from qdrant_client import QdrantClient
@@ -49,7 +40,7 @@ class TranscriptSource(dg.ConfigurableResource):
     )
 
     def path(self) -> Path:
-        return Path(self.data_dir) if self.data_dir else data_dir()
+        return fields.source_folder(self.model_dump())
 
 
 class EmbeddingsResource(dg.ConfigurableResource):
@@ -81,9 +72,7 @@ class EmbeddingsResource(dg.ConfigurableResource):
 
     @property
     def spec(self) -> embedding.EmbeddingSpec:
-        return embedding.EmbeddingSpec(
-            self.provider, self.model, self.openai_base_url or None, self.batch_size, self.precision, self.backend
-        )
+        return fields.embedding_spec(self.model_dump())
 
     @property
     def model_id(self) -> str:
@@ -177,9 +166,12 @@ class ChunkerResource(dg.ConfigurableResource):
     """How Kamradt chunks are cut and bounded."""
 
     breakpoint_threshold_type: str = Field(
-        default="percentile", description="SemanticChunker breakpoint rule: percentile, standard_deviation, ..."
+        default=ChunkerSettings.breakpoint_threshold_type,
+        description="SemanticChunker breakpoint rule: percentile, standard_deviation, ...",
     )
-    breakpoint_threshold_amount: float | None = Field(default=None, description="Its amount (None = LangChain's).")
+    breakpoint_threshold_amount: float | None = Field(
+        default=ChunkerSettings.breakpoint_threshold_amount, description="Its amount (None = LangChain's)."
+    )
     buffer_size: int = Field(
         default=ChunkerSettings.buffer_size,
         ge=0,
@@ -195,22 +187,13 @@ class ChunkerResource(dg.ConfigurableResource):
     context_use: str = Field(default="bm25", description="Where the context goes: dense, bm25 or both.")
 
     def context_settings(self) -> ContextSettings:
-        return ContextSettings(source=self.context, use=self.context_use)
+        return fields.context_settings(self.model_dump())
 
     def fingerprint_context(self) -> ContextSettings | None:
-        """The context settings as the fingerprint counts them: None when off, so today's fingerprints hold."""
-        settings = self.context_settings()
-        return settings if settings.enabled else None
+        return fields.fingerprint_context(self.model_dump())
 
     def settings(self, window: int) -> ChunkerSettings:
-        cap = min(self.max_chunk_tokens, window) if self.max_chunk_tokens else window
-        return ChunkerSettings(
-            breakpoint_threshold_type=self.breakpoint_threshold_type,
-            breakpoint_threshold_amount=self.breakpoint_threshold_amount,
-            buffer_size=self.buffer_size,
-            max_tokens=cap,
-            min_tokens=self.min_chunk_tokens,
-        )
+        return fields.chunker_settings(self.model_dump(), window)
 
 
 class QdrantResource(dg.ConfigurableResource):
@@ -225,7 +208,7 @@ class QdrantResource(dg.ConfigurableResource):
 
     @property
     def local_path(self) -> Path:
-        return Path(self.path) if self.path else storage_dir() / "qdrant"
+        return fields.qdrant_folder(self.model_dump())
 
     @contextlib.contextmanager
     def get_client(self, read_only: bool = False, lock_timeout_s: float | None = None) -> Iterator["QdrantClient"]:
@@ -319,12 +302,14 @@ class ChatModelResource(dg.ConfigurableResource):
         )
 
 
-def _url_setting(name: str) -> str | None:
-    """A URL setting; one that carries credentials goes in as dg.EnvVar, so Dagster stores its name, not them."""
-    value = env(name)
-    if not value:
-        return None
-    return dg.EnvVar(name) if has_credentials(value) else value
+RESOURCE_TYPES: dict[str, type[dg.ConfigurableResource]] = {
+    "transcript_source": TranscriptSource,
+    "embeddings": EmbeddingsResource,
+    "reranker": RerankerResource,
+    "chunker": ChunkerResource,
+    "qdrant": QdrantResource,
+    "chat_model": ChatModelResource,
+}
 
 
 def resources_from_env() -> dict[str, dg.ConfigurableResource]:
@@ -333,43 +318,13 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
     A secret given as dg.EnvVar shows in the UI as "from OPENAI_API_KEY" (its value never enters the run config).
     """
     return {
-        "transcript_source": TranscriptSource(data_dir=env("PSTUTS_DATA_DIR")),
-        "embeddings": EmbeddingsResource(
-            provider=env("PSTUTS_EMBEDDING_PROVIDER", "local"),
-            model=embedding.resolve_model(env("PSTUTS_EMBEDDING_MODEL")),
-            openai_base_url=_url_setting("OPENAI_BASE_URL"),
-            batch_size=env_int("PSTUTS_EMBEDDING_BATCH_SIZE", 32),
-            precision=embedding_precision(),
-            backend=embedding_backend(),
-            # Set but empty turns the cache off; unset keeps the default folder.
-            cache_dir=env("PSTUTS_EMBEDDING_CACHE_DIR") if env_set("PSTUTS_EMBEDDING_CACHE_DIR") else None,
-            openai_api_key=dg.EnvVar("OPENAI_API_KEY") if env("OPENAI_API_KEY") else None,
-        ),
-        "reranker": RerankerResource(
-            model=reranker_training.resolve_reranker(env("PSTUTS_RERANKER")),
-            depth=env_int("PSTUTS_RERANK_DEPTH", reranking.DEPTH),
-            phrases=env_int("PSTUTS_RERANK_PHRASES", reranking.PHRASES_PER_CHUNK),
-            backend=reranker_backend(),
-        ),
-        "chunker": ChunkerResource(
-            buffer_size=env_limit("PSTUTS_CHUNKER_BUFFER_SIZE", ChunkerSettings.buffer_size, minimum=0),
-            max_chunk_tokens=max_chunk_tokens(),
-            min_chunk_tokens=env_limit("PSTUTS_MIN_CHUNK_TOKENS", 8, minimum=0),
-            context=env("PSTUTS_CHUNK_CONTEXT"),
-            context_use=env("PSTUTS_CHUNK_CONTEXT_USE", "bm25"),
-        ),
-        "qdrant": QdrantResource(
-            path=env("PSTUTS_QDRANT_PATH"),
-            url=_url_setting("QDRANT_URL"),
-            api_key=dg.EnvVar("QDRANT_API_KEY") if env("QDRANT_API_KEY") else None,
-            collection=env("PSTUTS_COLLECTION", "pstuts_transcripts"),
-        ),
-        "chat_model": ChatModelResource(
-            model=env("PSTUTS_CHAT_MODEL"),
-            base_url=_url_setting("PSTUTS_CHAT_BASE_URL") or _url_setting("OPENAI_BASE_URL"),
-            api_key=next((dg.EnvVar(k) for k in ("PSTUTS_CHAT_API_KEY", "OPENAI_API_KEY") if env(k)), None),
-            timeout_s=float(env("PSTUTS_CHAT_TIMEOUT_S") or 60),
-            max_tokens=env_int("PSTUTS_CHAT_MAX_TOKENS", 120),
-            json_schema=env("PSTUTS_CHAT_JSON_SCHEMA", "1") != "0",
-        ),
+        name: RESOURCE_TYPES[name](
+            **{key: dg.EnvVar(v.name) if isinstance(v, fields.EnvSecret) else v for key, v in values.items()}
+        )
+        for name, values in fields.resource_fields_from_env().items()
     }
+
+
+def fields_of(resources: Mapping[str, object]) -> dict[str, dict[str, Any]]:
+    """The fields the resources hold, as `resource_fields_from_env` gives them (what the no-op ingest reads)."""
+    return {name: r.model_dump() for name, r in resources.items() if isinstance(r, dg.ConfigurableResource)}

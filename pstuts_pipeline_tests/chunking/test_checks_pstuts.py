@@ -16,7 +16,8 @@ from langchain_core.documents import Document
 from pstuts_pipeline.chunking import validation
 from pstuts_pipeline.chunking.chunker import TimedChunk
 from pstuts_pipeline.chunking.transcripts import Phrase, normalize_text
-from pstuts_pipeline.cli.ingest import IngestReport, ingest
+from pstuts_pipeline.cli.ingest import ingest
+from pstuts_pipeline.cli.report import IngestReport
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.assets.chunks import phrases_of
 from pstuts_pipeline.defs.checks import (

@@ -14,10 +14,12 @@ from helpers import run_metadata
 from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking import chunker as chunking
 from pstuts_pipeline.chunking.transcripts import load_catalog, normalize_text
-from pstuts_pipeline.cli.ingest import ingest, unchanged_report
+from pstuts_pipeline.cli.ingest import ingest
+from pstuts_pipeline.cli.report import unchanged_report
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.reconcile import fingerprint_function, ingest_ranges, read_store, reconcile
-from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline.defs.resources import fields_of, resources_from_env
+from pstuts_pipeline.resource_fields import resource_fields_from_env
 
 REPO = Path(__file__).resolve().parents[2]
 FEW_VIDEOS = 3
@@ -78,7 +80,7 @@ def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, stora
     assert points_by_id(resources) == before and again.points_in_collection == len(before)
 
     # The CLI's shortcut reaches the same verdict from the ledger, without opening Qdrant or the instance.
-    quick = unchanged_report(resources_from_env())
+    quick = unchanged_report(resource_fields_from_env())
     assert quick is not None and quick.from_ledger
     assert quick.plan.unchanged == again.plan.unchanged and quick.points_in_collection == len(before)
 
@@ -89,7 +91,7 @@ def test_the_ledger_gives_way_to_any_other_write(data_folder, storage, instance,
     resources = resources_from_env()
     defs = build_definitions(resources)
     first = ingest(defs, instance)
-    assert first.ok and len(first.run_ids) == 2 and unchanged_report(resources) is not None
+    assert first.ok and len(first.run_ids) == 2 and unchanged_report(fields_of(resources)) is not None
     before = points_by_id(resources)
 
     # Another writer removes a video's points: the ledger no longer proves anything, the video comes back.
@@ -98,18 +100,18 @@ def test_the_ledger_gives_way_to_any_other_write(data_folder, storage, instance,
 
     with resources["qdrant"].get_client() as client:
         assert vectorstore.delete_video(client, resources["qdrant"].collection, victim) > 0
-    assert unchanged_report(resources) is None
+    assert unchanged_report(fields_of(resources)) is None
     repaired = ingest(defs, instance)
     assert repaired.plan.to_ingest == [str(victim)] and len(repaired.run_ids) == 1
     assert points_by_id(resources) == before
-    assert unchanged_report(resources) is not None
+    assert unchanged_report(fields_of(resources)) is not None
 
     # A partition deleted in the instance (say from the UI) is registered again, without a run.
     instance.delete_dynamic_partition("videos", str(victim))
-    assert unchanged_report(resources) is None
+    assert unchanged_report(fields_of(resources)) is None
     reregistered = ingest(defs, instance)
     assert reregistered.run_ids == [] and str(victim) in instance.get_dynamic_partitions("videos")
-    assert unchanged_report(resources) is not None
+    assert unchanged_report(fields_of(resources)) is not None
 
 
 @pytest.mark.slow
@@ -155,7 +157,7 @@ def test_new_chunk_settings_reingest_every_video_from_cached_windows(data_folder
 
     monkeypatch.setenv("PSTUTS_MAX_CHUNK_TOKENS", "64")  # another fingerprint; same model, same chunker windows
     resources = resources_from_env()
-    assert unchanged_report(resources) is None
+    assert unchanged_report(fields_of(resources)) is None
     report = ingest(build_definitions(resources), instance)
     assert report.ok and len(report.plan.to_ingest) == FEW_VIDEOS
     after = points_by_id(resources)
@@ -183,7 +185,7 @@ def test_another_model_is_another_fingerprint_and_another_cache(data_folder, sto
     fingerprint_of = fingerprint_function(renamed["embeddings"], renamed["chunker"])
     plan = reconcile(load_catalog(renamed["transcript_source"].path()), stored, fingerprint_of)
     assert sorted(plan.to_ingest) == sorted(first.plan.to_ingest) and plan.unchanged == []
-    assert unchanged_report(renamed) is None
+    assert unchanged_report(fields_of(renamed)) is None
 
     monkeypatch.setenv("PSTUTS_COLLECTION", "renamed_model")  # a collection holds one model's vectors
     renamed = resources_from_env()
@@ -194,7 +196,7 @@ def test_another_model_is_another_fingerprint_and_another_cache(data_folder, sto
 
 
 @pytest.mark.slow
-def test_a_cli_ingest_with_nothing_to_do_loads_neither_qdrant_nor_a_model_runtime(data_folder, storage):
+def test_a_cli_ingest_with_nothing_to_do_loads_neither_dagster_nor_qdrant_nor_a_model_runtime(data_folder, storage):
     env = {**os.environ, "PSTUTS_DATA_DIR": str(data_folder), "PSTUTS_STORAGE_DIR": str(storage)}
     command = [sys.executable, "-X", "importtime", "-m", "pstuts_pipeline.cli.app", "ingest"]
     first = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
@@ -203,13 +205,14 @@ def test_a_cli_ingest_with_nothing_to_do_loads_neither_qdrant_nor_a_model_runtim
     def loaded(run):
         return {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
 
-    assert {"onnxruntime", "qdrant_client"} <= loaded(first)  # the default backend's runtime, and the store
+    assert {"dagster", "onnxruntime", "qdrant_client"} <= loaded(first)  # the runner, the backend's runtime, the store
 
     again = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "videos unchanged (skipped) │ 3" in again.stderr
     assert loaded(again).isdisjoint(
-        {"torch", "onnxruntime", "qdrant_client", "sqlalchemy", "pandas", "langchain_experimental.text_splitter"}
+        {"dagster", "torch", "onnxruntime", "qdrant_client", "sqlalchemy", "pandas"}
+        | {"langchain_experimental.text_splitter"}
         | {"bm25s", "scipy"}  # BM25's stop words are read when first used
     )
 

@@ -14,13 +14,7 @@ from helpers import SAMPLE_DIR
 from pstuts_pipeline.cli.ingest import execute_request, ingest
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.partitions import video_partitions
-from pstuts_pipeline.defs.reconcile import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    CHANGED_REASON,
-    FORCED_REASON,
-    REMOVED_REASON,
-)
+from pstuts_pipeline.defs.reconcile import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pstuts_pipeline.defs.resources import (
     ChunkerResource,
     EmbeddingsResource,
@@ -28,6 +22,7 @@ from pstuts_pipeline.defs.resources import (
     RerankerResource,
     TranscriptSource,
 )
+from pstuts_pipeline.sources.reconciliation import CHANGED_REASON, FORCED_REASON, REMOVED_REASON
 
 TICK = datetime(2026, 3, 1, 3, 0, tzinfo=UTC)
 

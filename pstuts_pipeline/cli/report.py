@@ -1,0 +1,61 @@
+"""What an ingest did, and the verdict of one with nothing to do, reached without importing Dagster."""
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pstuts_pipeline.defs import ledger as ledgers
+from pstuts_pipeline.resource_fields import Fields, as_held, fingerprint_function, qdrant_folder, source_folder
+from pstuts_pipeline.settings import dagster_home
+from pstuts_pipeline.sources import load_catalog
+from pstuts_pipeline.sources.reconciliation import Reconciliation, reconcile
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did, for the summary and the exit code."""
+
+    plan: Reconciliation
+    run_ids: list[str] = field(default_factory=list)
+    failed_runs: list[str] = field(default_factory=list)
+    reclaimed: list[str] = field(default_factory=list)
+    chunks: int = 0
+    points_in_collection: int = 0
+    seconds: float = 0.0
+    step_seconds: dict[str, float] = field(default_factory=dict)
+    dagster_home: str = ""
+    # True when the ledger showed nothing to do, so neither Qdrant nor the Dagster instance was opened.
+    from_ledger: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.plan.failed and not self.failed_runs
+
+
+def unchanged_report(resources: Mapping[str, Fields], only: list[str] | None = None) -> IngestReport | None:
+    """The report of an ingest with nothing to do, decided from the ledger; None when there is work or no proof.
+
+    Takes the resources' fields (`resource_fields_from_env`, or `defs.resources.fields_of`), so it needs neither
+    Qdrant nor the Dagster instance nor Dagster itself (nor their imports), which is most of a no-op ingest's time.
+    """
+    started = time.perf_counter()
+    qdrant = as_held(resources["qdrant"])
+    if qdrant["url"]:
+        return None
+    home = dagster_home()
+    ledger = ledgers.read_ledger(qdrant_folder(qdrant), qdrant["collection"], home)
+    partitions = ledger.current_partitions(home) if ledger else None
+    if partitions is None:
+        return None
+    catalog = load_catalog(source_folder(resources["transcript_source"]))
+    fingerprint_of = fingerprint_function(as_held(resources["embeddings"]), resources["chunker"])
+    result = reconcile(catalog, ledger.stored(), fingerprint_of, only=only)
+    if result.has_work or not set(catalog.videos) <= set(partitions):
+        return None
+    return IngestReport(
+        result,
+        points_in_collection=ledger.points,
+        seconds=round(time.perf_counter() - started, 2),
+        dagster_home=str(home),
+        from_ledger=True,
+    )
