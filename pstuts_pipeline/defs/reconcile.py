@@ -15,14 +15,19 @@ from pathlib import Path
 import dagster as dg
 from filelock import Timeout
 
-from pstuts_pipeline import resource_fields
 from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.defs.dagster_private import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pstuts_pipeline.defs.instance import reclaim_dead_runs
 from pstuts_pipeline.defs.partitions import video_partitions
-from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
+from pstuts_pipeline.defs.resources import (
+    ChunkerResource,
+    EmbeddingsResource,
+    QdrantResource,
+    TranscriptSource,
+    fingerprint_function,
+)
 from pstuts_pipeline.settings import max_videos_per_run
-from pstuts_pipeline.sources import Catalog, SourceVideo, load_catalog
+from pstuts_pipeline.sources import Catalog, load_catalog
 from pstuts_pipeline.sources.reconciliation import REMOVED_REASON, Reconciliation, reconcile
 
 INGEST_JOB_NAME = "ingest_videos"
@@ -57,11 +62,6 @@ def ingest_ranges(selected: list[str], order: list[str], limit: int) -> list[tup
     if current:
         ranges.append((current[0], current[-1]))
     return ranges
-
-
-def fingerprint_function(embeddings: EmbeddingsResource, chunker: ChunkerResource) -> Callable[[SourceVideo], str]:
-    """How a video's fingerprint is computed now, to compare with the one stored beside its points."""
-    return resource_fields.fingerprint_function(embeddings.model_dump(), chunker.model_dump())
 
 
 @dataclass

@@ -6,7 +6,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from pstuts_pipeline.settings import (
     DEFAULT_RERANKER_BACKEND,
     storage_dir,
 )
+from pstuts_pipeline.sources import SourceVideo
 
 if TYPE_CHECKING:  # imported when a client is made: it costs a second, which `pstuts ingest` with nothing to do saves
     from qdrant_client import QdrantClient
@@ -323,6 +324,11 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
         )
         for name, values in fields.resource_fields_from_env().items()
     }
+
+
+def fingerprint_function(embeddings: EmbeddingsResource, chunker: ChunkerResource) -> Callable[[SourceVideo], str]:
+    """How a video's fingerprint is computed now: what the collection stores beside its points and reconcile compares."""
+    return fields.fingerprint_function(embeddings.model_dump(), chunker.model_dump())
 
 
 def fields_of(resources: Mapping[str, object]) -> dict[str, dict[str, Any]]:

@@ -9,10 +9,9 @@ from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking.chunker import TimedChunk
 from pstuts_pipeline.defs.assets.chunks import INGESTION_GROUP, SINGLE_RUN, TRANSIENT_RETRY, report_partitions
 from pstuts_pipeline.defs.partitions import video_partitions
-from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource
+from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource, fingerprint_function
 from pstuts_pipeline.search import context as chunk_context
 from pstuts_pipeline.search import vectorstore
-from pstuts_pipeline.search.fingerprints import build_fingerprint
 from pstuts_pipeline.sources import SourceVideo
 
 # Local-mode Qdrant admits one client per folder: one writer at a time (limit set in dagster.yaml).
@@ -38,7 +37,7 @@ def qdrant_collection(
     """Embeds each video's chunks (whole chunk, each phrase, BM25 terms) and replaces its points in Qdrant."""
     started = time.perf_counter()
     model, counter = embeddings.get_embeddings()
-    settings, situating = chunker.settings(embeddings.window()[0]), chunker.context_settings()
+    situating = chunker.context_settings()
     chunks = timestamped_chunks
     # Each chunk's text with its situating context (the text alone when off), for its dense vector and/or BM25 terms.
     contextual = {
@@ -48,7 +47,8 @@ def qdrant_collection(
         for key in chunks
     }
     dense_texts = contextual if situating.dense else {key: [c.text for c in chunks[key]] for key in chunks}
-    fingerprint_context = chunker.fingerprint_context()
+    # The fingerprint stored beside the points is the one every reconcile compares against.
+    fingerprint_of = fingerprint_function(embeddings, chunker)
     # One batch across videos. Each phrase is embedded alone, not with the neighbours the chunker saw: a question
     # names one step, and the bare phrase ranks the answer's chunk better (dev, dense alone: hit@5 0.41 vs 0.35).
     texts = [t for key in chunks for t in dense_texts[key]]
@@ -66,7 +66,7 @@ def qdrant_collection(
             info = vectorstore.VideoInfo(
                 **video.metadata(), source_hash=video.content_hash, source_file=Path(video.file).name
             )
-            fingerprint = build_fingerprint(video.content_hash, embeddings.model_id, settings, fingerprint_context)
+            fingerprint = fingerprint_of(video)
             points = vectorstore.build_points(
                 info,
                 video_chunks,
