@@ -18,7 +18,7 @@ from langchain_core.embeddings import Embeddings
 from qdrant_client import QdrantClient, models
 
 from pstuts_pipeline import settings as env_settings
-from pstuts_pipeline.search import lexical, reranking, temporal, vectorstore
+from pstuts_pipeline.search import lexical, local_index, reranking, temporal, vectorstore
 
 # Candidates asked of each ranking; the fused top-k comes from their union.
 CANDIDATES = 100
@@ -248,7 +248,10 @@ def first_stage(
     query_filter: models.Filter | None = None,
     settings: SearchSettings = SearchSettings(),
 ) -> list[Rankings]:
-    """Each question's weighted rankings (best phrase, BM25, and the whole chunk if weighted), in one Qdrant batch."""
+    """Each question's weighted rankings (best phrase, BM25, and the whole chunk if weighted), in one Qdrant batch.
+
+    A local-mode client answers from its in-process index once it has been asked a few questions (`local_index`).
+    """
     weights = {vectorstore.SENTENCE_VECTORS: 1.0, vectorstore.SPARSE_VECTOR: LEXICAL_WEIGHT}
     weights[vectorstore.DENSE_VECTOR] = settings.chunk_weight
     requests, owners = [], []
@@ -257,10 +260,12 @@ def first_stage(
             request.filter = query_filter
             requests.append(request)
             owners.append(number)
-    responses = client.query_batch_points(collection, requests=requests) if requests else []
+    answers = local_index.query_batch(client, collection, requests, len(questions)) if requests else []
+    if answers is None:
+        answers = [response.points for response in client.query_batch_points(collection, requests=requests)]
     rankings: list[Rankings] = [{} for _ in questions]
-    for number, request, response in zip(owners, requests, responses, strict=True):
-        rankings[number][request.using] = (response.points, weights[request.using])
+    for number, request, points in zip(owners, requests, answers, strict=True):
+        rankings[number][request.using] = (points, weights[request.using])
     return rankings
 
 

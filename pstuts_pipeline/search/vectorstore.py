@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,19 @@ PAYLOAD_FIELDS = (
     "sent_ids",
     "speech_start_stop_times",
 )
+
+
+# Writes made through each client in this process, so a view of a collection held in memory knows it is stale.
+_writes: weakref.WeakKeyDictionary[QdrantClient, int] = weakref.WeakKeyDictionary()
+
+
+def writes_through(client: QdrantClient) -> int:
+    """How many writes this process has made through the client (every write here goes through this module)."""
+    return _writes.get(client, 0)
+
+
+def _wrote(client: QdrantClient) -> None:
+    _writes[client] = _writes.get(client, 0) + 1
 
 
 class ModelMismatchError(RuntimeError):
@@ -60,6 +74,7 @@ def video_filter(video_id: int) -> models.Filter:
 def ensure_collection(client: QdrantClient, name: str, dimension: int, model_id: str) -> None:
     """Create the collection once, even with writers racing; refuse to mix vectors of different models in it."""
     if not client.collection_exists(name):
+        _wrote(client)
         try:
             client.create_collection(
                 name,
@@ -179,6 +194,7 @@ def replace_video_points(
     of the corpus when every video is written.
     """
     sync_local_writes_lazily(client, collection)
+    _wrote(client)
     if points:
         client.upsert(collection, points=points, wait=True)
     if existing is not None:
@@ -204,6 +220,7 @@ def delete_video(client: QdrantClient, collection: str, video_id: int) -> int:
     count = client.count(collection, count_filter=video_filter(video_id), exact=True).count
     if count:
         sync_local_writes_lazily(client, collection)
+        _wrote(client)
         client.delete(collection, points_selector=models.FilterSelector(filter=video_filter(video_id)), wait=True)
     return count
 
