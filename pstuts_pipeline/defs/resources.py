@@ -225,10 +225,7 @@ class QdrantResource(dg.ConfigurableResource):
             return
         if read_only and self.local_path.is_dir() and not os.access(self.local_path, os.W_OK):
             with tempfile.TemporaryDirectory(prefix="pstuts-qdrant-") as copy:
-                # Plain copies, owner-writable: copied permission bits would keep the copy read-only too.
-                shutil.copytree(self.local_path, copy, copy_function=shutil.copyfile, dirs_exist_ok=True)
-                for path in [Path(copy), *Path(copy).rglob("*")]:
-                    path.chmod(0o700 if path.is_dir() else 0o600)
+                copy_store(self.local_path, Path(copy))
                 with self._local_client(Path(copy), locked=False) as client:
                     yield client
             return
@@ -261,7 +258,7 @@ class QdrantResource(dg.ConfigurableResource):
                 try:
                     folder.mkdir(parents=True, exist_ok=True)
                     if locked:
-                        stack.enter_context(FileLock(str(folder) + ".lock", timeout=lock_timeout_s))
+                        stack.enter_context(store_lock(folder, lock_timeout_s))
                     client = stack.enter_context(contextlib.closing(QdrantClient(path=str(folder))))
                 except Timeout:
                     raise  # another user holds the folder: its message names the lock file
@@ -272,6 +269,19 @@ class QdrantResource(dg.ConfigurableResource):
             # Only local-mode Qdrant raises bare sqlite3 errors here (Dagster's storage wraps its own); "database or
             # disk is full" or "attempt to write a readonly database" alone do not name the folder.
             raise QdrantStorageError(f"{where}: {error}") from None
+
+
+def store_lock(folder: Path, timeout_s: float) -> FileLock:
+    """The lock every local-mode user of a folder takes (ingest, search, the ask page): one client at a time."""
+    return FileLock(str(folder) + ".lock", timeout=timeout_s)
+
+
+def copy_store(folder: Path, target: Path) -> None:
+    """A private copy of a local-mode folder that this process may open (taken under `store_lock` if it can be)."""
+    # Plain copies, owner-writable: copied permission bits would keep the copy read-only too.
+    shutil.copytree(folder, target, copy_function=shutil.copyfile, dirs_exist_ok=True)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(0o700 if path.is_dir() else 0o600)
 
 
 class QdrantUnavailableError(RuntimeError):

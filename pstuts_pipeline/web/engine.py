@@ -1,7 +1,8 @@
 """What the page asks of the project: search and answer a question with the domain modules, shaped for the API.
 
-The embedder (and the chat model's client) are made once per server process; the Qdrant client is opened per
-question and closed before the chat model is asked, so `pstuts ingest` can take a local store between questions.
+The embedder (and the chat model's client) are made once per server process. A local store is read from a private
+copy kept open between questions and renewed when the store changes (`web/store.py`), so `pstuts ingest` can write
+the store while the page answers; a server's client is opened per question.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from pstuts_pipeline.search import reranking, retrieval
 from pstuts_pipeline.search.langchain_retriever import result_document
 from pstuts_pipeline.web.media import MediaIndex, player
 from pstuts_pipeline.web.schemas import AskReply, Moment, Result, Status
+from pstuts_pipeline.web.store import StoreCopy
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
 
 ClientOpener = Callable[[], contextlib.AbstractContextManager["QdrantClient"]]
-# How long a question waits for a local store that another process (an ingest) is writing.
+# How long a question waits for a local store that another process (an ingest) is writing, when there is no copy.
 LOCK_TIMEOUT_S = 10.0
 
 
@@ -47,6 +49,8 @@ class Engine:
     media: MediaIndex
     reranker: reranking.Reranker | None = None
     llm: BaseChatModel | None = None
+    # What the engine holds beyond a question (the local store's open copy), let go when the server stops.
+    on_close: Callable[[], None] | None = None
     # Local-mode Qdrant admits one client per folder, also within a process: one question at a time opens it.
     _store: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -59,18 +63,25 @@ class Engine:
         """An engine on the resources `pstuts search` and `pstuts ask` use (settings.py's environment)."""
         embeddings, qdrant = resources["embeddings"], resources["qdrant"]
 
-        def open_client() -> contextlib.AbstractContextManager[QdrantClient]:
+        def open_server_client() -> contextlib.AbstractContextManager[QdrantClient]:
             return qdrant.get_client(read_only=True, lock_timeout_s=LOCK_TIMEOUT_S)
 
+        copy = None if qdrant.url else StoreCopy(qdrant.local_path, LOCK_TIMEOUT_S)
         return cls(
-            open_client=open_client,
+            open_client=copy.client if copy else open_server_client,
             collection=qdrant.collection,
             embeddings=embeddings.query_embeddings(),
             model_id=embeddings.model_id,
             chat=resources["chat_model"].settings(),
             media=MediaIndex(resources["transcript_source"].path()),
             reranker=resources["reranker"].get(),
+            on_close=copy.close if copy else None,
         )
+
+    def close(self) -> None:
+        """Let go of what the engine holds between questions."""
+        if self.on_close:
+            self.on_close()
 
     def warm_up(self) -> None:
         """Load the embedder now, so the first learner does not wait for it."""

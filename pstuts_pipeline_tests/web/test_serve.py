@@ -8,7 +8,9 @@ The media file is a 45 s, 96x54 WebM showing a seconds counter (20 KB), made wit
 
 import copy
 import json
+import os
 import shutil
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -339,3 +341,49 @@ def test_a_chat_model_key_never_reaches_the_browser(served_data, monkeypatch) ->
     assert reply.json()["answer"].startswith("Use <b>Unsharp Mask</b>")  # data for the page to show as text
     assert reply.json()["invented_citations"] == 1 and failed.json()["error"] and failed.json()["model"] is None
     assert all(key not in text for text in seen)
+
+
+GRADIENT_CAPTIONS = """WEBVTT
+
+00:00:01.000 --> 00:00:05.000
+Today we tint a photo with a gradient map adjustment layer.
+
+00:00:05.000 --> 00:00:10.000
+Open the adjustments panel and click the gradient map icon.
+
+00:00:10.000 --> 00:00:15.000
+Pick a purple to orange gradient and lower the layer opacity.
+"""
+
+
+@pytest.mark.slow
+def test_an_ingest_while_the_page_is_up_never_blocks_a_question_and_the_next_one_sees_its_video(server, served_data):
+    """Last in the module: it adds a video to the served data."""
+    import threading
+
+    question = {"question": "How do I tint a photo with a gradient map?", "top_k": 3}
+    assert all(r["video_id"] != 9010 for r in http_json(f"{server}/api/ask", question)["results"])
+    (Path(served_data["PSTUTS_DATA_DIR"]) / "9010 - Gradient maps.vtt").write_text(GRADIENT_CAPTIONS)
+    answered: list[int] = []
+    done = threading.Event()
+
+    def keep_asking() -> None:
+        while not done.is_set():
+            try:
+                http_json(f"{server}/api/ask", {"question": "How do I sharpen?", "top_k": 1})
+                answered.append(200)
+            except urllib.error.HTTPError as error:
+                answered.append(error.code)
+
+    asker = threading.Thread(target=keep_asking)
+    asker.start()
+    try:
+        ingest = subprocess.run(
+            [str(BIN / "pstuts"), "ingest"], env={**os.environ, **served_data}, capture_output=True, text=True
+        )
+    finally:
+        done.set()
+        asker.join()
+    assert ingest.returncode == 0, ingest.stdout + ingest.stderr
+    assert answered and set(answered) == {200}, answered  # answered from the last copy while the ingest wrote
+    assert http_json(f"{server}/api/ask", question)["results"][0]["video_id"] == 9010
