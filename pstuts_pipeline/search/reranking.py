@@ -18,9 +18,10 @@ import numpy as np
 from pstuts_pipeline.embedding import onnx
 from pstuts_pipeline.settings import offline_model_hub, onnx_models_dir
 
-# Measured on dev, see docs/benchmarks.md, "Reranker".
+# Measured on dev, see docs/benchmarks.md, "Reranker". One phrase per candidate ranked all dev questions as well as
+# two (hit@5 +0.0004, link@5 -0.0008, video@5 +0.010) in 60% of the time (2026-12-06, embedding-backends.md).
 DEPTH = 10
-PHRASES_PER_CHUNK = 2
+PHRASES_PER_CHUNK = 1
 WEIGHT = 1.0
 # Pairs per ONNX Runtime call, shortest together: a batch is padded to its longest pair, and 8 wasted the least
 # (one question's 20 pairs: 56 ms in batches of 8, 64 ms in one batch, 2026-12-05).

@@ -48,11 +48,11 @@ def test_the_backends_come_from_the_environment(monkeypatch):
         local._loaded(embedding.EmbeddingSpec(backend="onnx", precision="bfloat16"))
 
 
-def test_the_defaults_are_onnx_for_both_models_and_bfloat16_alone_means_torch(monkeypatch):
+def test_the_defaults_are_onnx_and_int8_for_the_reranker_and_bfloat16_alone_means_torch(monkeypatch):
     for name in ("PSTUTS_EMBEDDING_BACKEND", "PSTUTS_RERANKER_BACKEND", "PSTUTS_EMBEDDING_PRECISION"):
         monkeypatch.delenv(name, raising=False)
     resources = resources_from_env()
-    assert (resources["embeddings"].spec.backend, resources["reranker"].backend) == ("onnx", "onnx")
+    assert (resources["embeddings"].spec.backend, resources["reranker"].backend) == ("onnx", "onnx-int8")
     assert resources["embeddings"].model_id.endswith("@onnx")
     monkeypatch.setenv("PSTUTS_EMBEDDING_PRECISION", "bfloat16")  # a precision only torch runs picks torch
     assert resources_from_env()["embeddings"].spec.backend == "torch"
