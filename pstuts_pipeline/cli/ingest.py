@@ -134,28 +134,47 @@ def execute_request(
     if not steps_run_in_run_process(job.executor_def):
         return interruptible(instance, lambda: execute_elsewhere(instance, request.job_name, tags, run_config))
     run_id = str(uuid.uuid4())
+    ended = EndedSteps(instance, run_id)
     with batched_sqlite_syncs():
         return interruptible(
             instance,
             lambda: job.execute_in_process(
                 instance=instance, tags=tags, run_config=run_config, raise_on_error=False, run_id=run_id
             ),
-            on_tick=None if on_steps is None else lambda: on_steps(ended_steps(instance, run_id)),
+            on_tick=None if on_steps is None else lambda: on_steps(ended()),
         )
 
 
-def ended_steps(instance: dg.DagsterInstance, run_id: str) -> list[str] | None:
+ENDED_STEP_EVENTS = {
+    dg.DagsterEventType.STEP_SUCCESS,
+    dg.DagsterEventType.STEP_FAILURE,
+    dg.DagsterEventType.STEP_SKIPPED,
+}
+
+
+class EndedSteps:
     """The steps of a run that have ended so far (succeeded, failed or skipped), in the order they ended.
 
-    None when the instance cannot say right now: progress is shown on a best-effort basis and never fails the run.
+    Each call reads only the step-end events after the last call's cursor: reading the whole event log every tick
+    (`get_run_step_stats`) grew with the run and took 14 s of the ingest's CPU for train + dev.
     """
-    try:
-        if not instance.has_run(run_id):  # not created yet: asking its event log now would create that log
-            return []
-        ended = [s for s in instance.get_run_step_stats(run_id) if s.end_time]
-    except Exception:  # noqa: BLE001 - e.g. a store busy beyond its timeout; the next tick asks again
-        return None
-    return [s.step_key for s in sorted(ended, key=lambda s: s.end_time or 0.0)]
+
+    def __init__(self, instance: dg.DagsterInstance, run_id: str):
+        self.instance, self.run_id = instance, run_id
+        self.cursor: str | None = None
+        self.ended: list[str] = []
+
+    def __call__(self) -> list[str] | None:
+        """None when the instance cannot say right now: progress is best effort and never fails the run."""
+        try:
+            if not self.instance.has_run(self.run_id):  # not created yet: asking its log now would create that log
+                return []
+            found = self.instance.get_records_for_run(self.run_id, cursor=self.cursor, of_type=ENDED_STEP_EVENTS)
+        except Exception:  # noqa: BLE001 - e.g. a store busy beyond its timeout; the next tick asks again
+            return None
+        self.ended += [r.event_log_entry.step_key for r in found.records if r.event_log_entry.step_key]
+        self.cursor = found.cursor
+        return list(self.ended)
 
 
 def step_count(job: dg.JobDefinition) -> int:

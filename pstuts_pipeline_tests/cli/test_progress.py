@@ -56,3 +56,33 @@ def test_progress_reaches_the_user_while_a_run_redirects_the_descriptor(tmp_path
     watched.close()
     assert "pstuts ingest: kamradt_chunks done (3/10 steps)" in (tmp_path / "terminal").read_text()
     assert (tmp_path / "compute.log").read_text() == ""
+
+
+def test_a_run_s_ended_steps_are_read_once_each_in_the_order_they_ended():
+    import dagster as dg
+
+    from pstuts_pipeline.cli.ingest import EndedSteps
+
+    @dg.op
+    def first() -> int:
+        return 1
+
+    @dg.op(out=dg.Out(is_required=False))
+    def second(value: int):  # noqa: ANN202 - yields nothing, so the step after it is skipped
+        if value > 1:
+            yield dg.Output(value)
+
+    @dg.op
+    def third(value: int) -> int:
+        return value
+
+    @dg.job
+    def job() -> None:
+        third(second(first()))
+
+    with dg.instance_for_test() as instance:
+        assert EndedSteps(instance, "not-created-yet")() == []
+        run_id = job.execute_in_process(instance=instance).run_id
+        ended = EndedSteps(instance, run_id)
+        assert ended() == ["first", "second", "third"]  # third skipped: ended all the same
+        assert ended() == ["first", "second", "third"] and ended.cursor  # asked again: nothing new, nothing doubled
