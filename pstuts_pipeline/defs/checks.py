@@ -21,19 +21,25 @@ from pstuts_pipeline.search import vectorstore
 CheckEvents = Iterator[dg.AssetCheckEvaluation | dg.Output]
 
 
-def _checked_materialization(
-    instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition: str
-) -> AssetCheckEvaluationTargetMaterializationData | None:
-    """The partition's latest materialization, which the UI shows the verdict beside."""
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[partition]), limit=1
-    ).records
-    if not records:
-        return None
-    latest = records[0]
-    return AssetCheckEvaluationTargetMaterializationData(
-        run_id=latest.event_log_entry.run_id, storage_id=latest.storage_id, timestamp=latest.timestamp
+def checked_materializations(
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey, partitions: list[str]
+) -> dict[str, AssetCheckEvaluationTargetMaterializationData]:
+    """Each partition's latest materialization, which the UI shows the verdict beside (two queries for the run)."""
+    latest = instance.get_latest_storage_id_by_partition(
+        asset_key, dg.DagsterEventType.ASSET_MATERIALIZATION, set(partitions)
     )
+    if not latest:
+        return {}
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, storage_ids=list(latest.values())), limit=len(latest)
+    ).records
+    partition_of = {storage_id: partition for partition, storage_id in latest.items()}
+    return {
+        partition_of[record.storage_id]: AssetCheckEvaluationTargetMaterializationData(
+            run_id=record.event_log_entry.run_id, storage_id=record.storage_id, timestamp=record.timestamp
+        )
+        for record in records
+    }
 
 
 def per_partition(
@@ -41,6 +47,7 @@ def per_partition(
 ) -> CheckEvents:
     """One evaluation per video partition, each with only that video's problems; then the check's own output."""
     spec = context.check_specs[0]
+    checked = checked_materializations(context.instance, spec.asset_key, list(problems_by_video))
     failing = 0
     for key, problems in problems_by_video.items():
         failing += bool(problems)
@@ -50,7 +57,7 @@ def per_partition(
             passed=not problems,
             partition=key,
             blocking=spec.blocking,
-            target_materialization_data=_checked_materialization(context.instance, spec.asset_key, key),
+            target_materialization_data=checked.get(key),
             metadata={
                 "video_id": int(key),
                 "problems": len(problems),
