@@ -6,6 +6,9 @@
 - `AssetCheckEvaluationTargetMaterializationData`: a check that reports each partition of a range run on its own
   (`dg.AssetCheckEvaluation(partition=...)`) names the materialization it checked with it.
 - `BulkActionsFilter` / `BulkActionStatus`: the only way to ask the instance for backfills still in progress.
+- `add_metadata_by_partition`: `context.add_asset_metadata(..., partition_key=key)` lists the run's dynamic partitions
+  from the instance again on every call to check the key (three SQLite queries per video and asset, some 4 s of a
+  65-video ingest); this checks the keys once and adds to the same accumulator the public method adds to.
 - `ReconstructableRepository`: a job as a module pointer that Celery workers rebuild it from, for a run that
   `pstuts ingest` submits with PSTUTS_EXECUTOR=celery (`dg.reconstructable` needs a job defined at module level;
   ours are built by `build_definitions`).
@@ -14,11 +17,32 @@
 moves or changes one fails there, not in a user's sensor tick.
 """
 
+from collections.abc import Mapping
+
+import dagster as dg
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._core.errors import DagsterInvalidPropertyError
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+
+def add_metadata_by_partition(
+    context: dg.AssetExecutionContext, metadata_by_partition: Mapping[str, Mapping[str, object]]
+) -> None:
+    """What `context.add_asset_metadata(metadata, partition_key=key)` does for each key, with the keys checked once."""
+    # First, as the public method: an asset invoked directly (unit tests) has no step and raises AttributeError here.
+    step = context.op_execution_context._step_execution_context  # noqa: SLF001 - the point of this module
+    outside = set(metadata_by_partition) - set(context.partition_keys)
+    if outside:
+        raise dg.DagsterInvariantViolationError(f"metadata for partitions the run does not target: {sorted(outside)}")
+    accumulator = step._metadata_accumulator  # noqa: SLF001
+    for key, metadata in metadata_by_partition.items():
+        accumulator = accumulator.with_additional_asset_metadata(
+            asset_key=context.asset_key, metadata=metadata, partition_key=key
+        )
+    step._metadata_accumulator = accumulator  # noqa: SLF001
+
 
 __all__ = [
     "ASSET_PARTITION_RANGE_END_TAG",
@@ -28,4 +52,5 @@ __all__ = [
     "BulkActionsFilter",
     "DagsterInvalidPropertyError",
     "ReconstructableRepository",
+    "add_metadata_by_partition",
 ]

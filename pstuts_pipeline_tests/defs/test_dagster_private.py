@@ -56,3 +56,24 @@ def test_a_job_rebuilds_from_a_module_pointer_other_processes_can_follow() -> No
     job = repository.get_reconstructable_job("remove_videos")
     assert job.get_definition().name == "remove_videos"
     assert job.to_dict()["repository"]["pointer"]["module"] == "pstuts_pipeline.definitions"
+
+
+def test_metadata_added_by_partition_lands_on_each_partitions_own_materialization(tmp_path) -> None:
+    videos = dg.DynamicPartitionsDefinition(name="videos")
+
+    @dg.asset(partitions_def=videos, backfill_policy=dg.BackfillPolicy.single_run())
+    def chunk(context: dg.AssetExecutionContext) -> None:
+        with pytest.raises(dg.DagsterInvariantViolationError, match=r"\['3'\]"):
+            dagster_private.add_metadata_by_partition(context, {"3": {"chunks": 0}})
+        dagster_private.add_metadata_by_partition(context, {key: {"chunks": int(key) * 10} for key in ["1", "2"]})
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        instance.add_dynamic_partitions("videos", ["1", "2", "3"])
+        tags = {
+            dagster_private.ASSET_PARTITION_RANGE_START_TAG: "1",
+            dagster_private.ASSET_PARTITION_RANGE_END_TAG: "2",
+        }
+        assert dg.materialize([chunk], instance=instance, tags=tags).success
+        records = instance.fetch_materializations(dg.AssetKey("chunk"), limit=10).records
+        found = {r.partition_key: r.asset_materialization.metadata["chunks"].value for r in records}
+    assert found == {"1": 10, "2": 20}

@@ -9,6 +9,7 @@ from langchain_core.documents import Document
 from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking import chunker as chunking
 from pstuts_pipeline.chunking.transcripts import Phrase, TimeRepairs, repair_times
+from pstuts_pipeline.defs.dagster_private import add_metadata_by_partition
 from pstuts_pipeline.defs.instance import record_run_process
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, TranscriptSource
@@ -51,8 +52,7 @@ def report_partitions(
 ) -> None:
     """Each partition gets its own video's metadata; the run's totals are an observation of the asset as a whole."""
     try:
-        for key, metadata in by_partition.items():
-            context.add_asset_metadata(metadata, partition_key=key)
+        add_metadata_by_partition(context, by_partition)
     except AttributeError:  # Dagster 1.13: an asset invoked directly (unit tests) has no partitions to tag
         context.add_output_metadata(totals)
     else:
