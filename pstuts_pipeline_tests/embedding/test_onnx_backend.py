@@ -84,6 +84,27 @@ def test_a_failed_export_leaves_nothing_behind(tmp_path, monkeypatch):
     assert [p.name for p in target.parent.iterdir()] == [target.name + ".lock"]
 
 
+def test_an_export_made_in_an_older_format_is_made_again_and_a_damaged_one_is_not(tmp_path, monkeypatch):
+    def exporter(graph: bytes):
+        return lambda source, kind, file: file.write_bytes(graph)
+
+    target = onnx.export_folder(bundled_model_path(), "onnx", "embedder", tmp_path)
+    monkeypatch.setattr(onnx, "EXPORT_FORMAT", 1)
+    monkeypatch.setattr(onnx, "_torch_export", exporter(b"graph of format 1"))
+    onnx.exported(bundled_model_path(), "onnx", "embedder", tmp_path)
+    monkeypatch.setattr(onnx, "EXPORT_FORMAT", 2)
+    monkeypatch.setattr(onnx, "_torch_export", exporter(b"graph of format 2"))
+    onnx.exported(bundled_model_path(), "onnx", "embedder", tmp_path)
+    assert (target / "model.onnx").read_bytes() == b"graph of format 2"
+    assert json.loads((target / onnx.MANIFEST).read_text())["format"] == 2
+    monkeypatch.setattr(onnx, "_torch_export", exporter(b"not made again"))
+    onnx.exported(bundled_model_path(), "onnx", "embedder", tmp_path)
+    assert (target / "model.onnx").read_bytes() == b"graph of format 2"
+    (target / onnx.MANIFEST).write_text("{not json")
+    with pytest.raises(ModelIntegrityError, match="pstuts_onnx.json: unreadable"):
+        onnx.exported(bundled_model_path(), "onnx", "embedder", tmp_path)
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory) -> Path:
     """The bundled model exported for both ONNX backends, once for the module."""
