@@ -194,6 +194,32 @@ def sensor_interval_seconds() -> int:
     return env_limit("PSTUTS_SENSOR_INTERVAL_S", DEFAULT_SENSOR_INTERVAL_S)
 
 
+def settle_seconds() -> float:
+    """How long a source file must be left unwritten before it is read (PSTUTS_SETTLE_S; 0 reads it at once)."""
+    seconds = float(_env_number("PSTUTS_SETTLE_S", 1.0, float, "a number of seconds"))
+    if not 0 <= seconds <= 3600:
+        raise ValueError(f"environment variable PSTUTS_SETTLE_S is {seconds!r}; it must be from 0 to 3600 seconds")
+    return seconds
+
+
+def max_removal_share() -> float:
+    """The share of stored videos one reconcile may remove without a say-so (PSTUTS_MAX_REMOVAL_SHARE)."""
+    share = float(_env_number("PSTUTS_MAX_REMOVAL_SHARE", 0.5, float, "a number"))
+    if not 0 <= share <= 1:
+        raise ValueError(f"environment variable PSTUTS_MAX_REMOVAL_SHARE is {share!r}; it must be from 0 to 1")
+    return share
+
+
+def allow_mass_removal() -> bool:
+    """Whether removals over that share, or of every stored video, are made (PSTUTS_ALLOW_MASS_REMOVAL=1)."""
+    return env("PSTUTS_ALLOW_MASS_REMOVAL") == "1"
+
+
+def allow_links_outside() -> bool:
+    """Whether source files that are links out of the data folder are read (PSTUTS_ALLOW_LINKS_OUTSIDE=1)."""
+    return env("PSTUTS_ALLOW_LINKS_OUTSIDE") == "1"
+
+
 def max_file_bytes() -> int:
     """The largest source file read (PSTUTS_MAX_FILE_BYTES, default 64 MB): a bigger one is refused unread."""
     return env_limit("PSTUTS_MAX_FILE_BYTES", 64 << 20)

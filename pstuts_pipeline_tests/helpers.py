@@ -2,7 +2,9 @@
 
 import hashlib
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -56,6 +58,12 @@ def flip_byte(path: Path, offset: int) -> None:
     data = bytearray(path.read_bytes())
     data[offset] ^= 0x01
     path.write_bytes(bytes(data))
+
+
+def settled(path: Path, seconds_ago: float = 60) -> None:
+    """Date a file back, as a copy that finished a while ago: the sensor reads only files left unwritten a moment."""
+    past = time.time() - seconds_ago
+    os.utime(path, (past, past), follow_symlinks=False)
 
 
 def write_data(folder: Path, a: list[dict] | None = None, b: list[dict] | None = None) -> None:

@@ -89,13 +89,18 @@ def _definitions() -> "dg.Definitions":
 def ingest(
     video: Annotated[list[str] | None, typer.Option("--video", help="Only these video ids (repeatable).")] = None,
     force: Annotated[bool, typer.Option(help="Re-ingest even videos that look unchanged.")] = False,
+    allow_mass_removal: Annotated[
+        bool,
+        typer.Option(help="Remove the videos whose files are gone even if they are most or all of the collection."),
+    ] = False,
 ) -> None:
     """Register every video in the data folder as a partition and materialize the new or changed ones."""
     from pstuts_pipeline.cli.report import unchanged_report
     from pstuts_pipeline.resource_fields import resource_fields_from_env
 
     # With nothing to do, the ledger says so without importing Dagster, the pipeline or Qdrant.
-    report = None if force else unchanged_report(resource_fields_from_env(), only=video)
+    fields = resource_fields_from_env()
+    report = None if force else unchanged_report(fields, only=video, allow_removal=allow_mass_removal)
     if report is None:
         from pstuts_pipeline.cli.ingest import ingest as run_ingest
         from pstuts_pipeline.cli.progress import Tracker
@@ -104,7 +109,9 @@ def ingest(
         instance = instance_for_cli()
         defs = _definitions()
         with Tracker(console, "pstuts ingest", "steps") as progress:
-            report = run_ingest(defs, instance, only=video, force=force, on_progress=progress.update)
+            report = run_ingest(
+                defs, instance, only=video, force=force, on_progress=progress.update, allow_removal=allow_mass_removal
+            )
     plan = report.plan
     for line in report.reclaimed:
         console.print(f"[yellow]reclaimed[/yellow] {escape(printable(line))}")
@@ -112,6 +119,8 @@ def ingest(
     table.add_row("videos ingested", str(len(plan.to_ingest)))
     table.add_row("videos unchanged (skipped)", str(len(plan.unchanged)))
     table.add_row("videos removed", str(len(plan.removed)))
+    if plan.held_back:
+        table.add_row("videos kept (file unreadable)", str(len(plan.held_back)))
     table.add_row("videos failed", str(len(plan.failed)))
     table.add_row("chunks written", str(report.chunks))
     table.add_row("points in collection", str(report.points_in_collection))
@@ -129,6 +138,8 @@ def ingest(
         _print_error("failed", error if error.startswith(f"{key}: ") else f"{key}: {error}")
     for run in report.failed_runs:
         _print_error("run failed", f"for videos {run} (full logs in `dagster dev`)")
+    if plan.removal_refused:
+        _print_error("removal refused:", plan.removal_refused)
     if not report.ok:
         raise typer.Exit(1)
 

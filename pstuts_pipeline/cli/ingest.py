@@ -22,11 +22,11 @@ from pstuts_pipeline.defs.reconcile import (
     keep_in_ledger,
     observe_store,
     partition_order,
-    reconcile,
     run_requests,
 )
 from pstuts_pipeline.settings import max_videos_per_run
-from pstuts_pipeline.sources import Catalog, load_catalog
+from pstuts_pipeline.sources import Catalog
+from pstuts_pipeline.sources.reconciliation import reconcile_folder
 
 # What a run returns: executed in this process, or orchestrated from it with its steps elsewhere (Celery).
 RunResult = dg.ExecuteInProcessResult | dg.JobExecutionResult
@@ -233,6 +233,7 @@ def ingest(
     only: list[str] | None = None,
     force: bool = False,
     on_progress: OnProgress = lambda done, total, what: None,
+    allow_removal: bool = False,
 ) -> IngestReport:
     """Reconcile the data folder with Qdrant, then execute the removal run and the ingest runs it asks for."""
     started = time.perf_counter()
@@ -246,8 +247,10 @@ def ingest(
     reclaimed = reclaim_dead_runs(instance)
     on_progress(0, None, f"checking the data folder against {qdrant.collection}")
     view = observe_store(qdrant, home)
-    catalog = load_catalog(source.path())
-    result = reconcile(catalog, view.stored, fingerprint_function(embeddings, chunker), only, force)
+    fingerprint_of = fingerprint_function(embeddings, chunker)
+    catalog, result = reconcile_folder(
+        source.path(), home, view.stored, fingerprint_of, only, force, allow_removal=allow_removal, wait=True
+    )
     order = register_partitions(instance, catalog)
     report = IngestReport(result, reclaimed=reclaimed, dagster_home=str(instance.root_directory))
     if result.to_ingest and steps_run_in_run_process(defs.resolve_job_def(INGEST_JOB_NAME).executor_def):

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.resource_fields import Fields, as_held, fingerprint_function, qdrant_folder, source_folder
 from pstuts_pipeline.settings import dagster_home
-from pstuts_pipeline.sources import load_catalog
-from pstuts_pipeline.sources.reconciliation import Reconciliation, reconcile
+from pstuts_pipeline.sources.reconciliation import Reconciliation, reconcile_folder
 
 
 @dataclass
@@ -29,10 +28,12 @@ class IngestReport:
 
     @property
     def ok(self) -> bool:
-        return not self.plan.failed and not self.failed_runs
+        return not self.plan.failed and not self.failed_runs and not self.plan.removal_refused
 
 
-def unchanged_report(resources: Mapping[str, Fields], only: list[str] | None = None) -> IngestReport | None:
+def unchanged_report(
+    resources: Mapping[str, Fields], only: list[str] | None = None, allow_removal: bool = False
+) -> IngestReport | None:
     """The report of an ingest with nothing to do, decided from the ledger; None when there is work or no proof.
 
     Takes the resources' fields (`resource_fields_from_env`, or `defs.resources.fields_of`), so it needs neither
@@ -47,9 +48,11 @@ def unchanged_report(resources: Mapping[str, Fields], only: list[str] | None = N
     partitions = ledger.current_partitions(home) if ledger else None
     if partitions is None:
         return None
-    catalog = load_catalog(source_folder(resources["transcript_source"]))
     fingerprint_of = fingerprint_function(as_held(resources["embeddings"]), resources["chunker"])
-    result = reconcile(catalog, ledger.stored(), fingerprint_of, only=only)
+    folder = source_folder(resources["transcript_source"])
+    catalog, result = reconcile_folder(
+        folder, home, ledger.stored(), fingerprint_of, only=only, allow_removal=allow_removal, wait=True
+    )
     if result.has_work or not set(catalog.videos) <= set(partitions):
         return None
     return IngestReport(

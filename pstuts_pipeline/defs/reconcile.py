@@ -27,8 +27,8 @@ from pstuts_pipeline.defs.resources import (
     fingerprint_function,
 )
 from pstuts_pipeline.settings import max_videos_per_run
-from pstuts_pipeline.sources import Catalog, load_catalog
-from pstuts_pipeline.sources.reconciliation import REMOVED_REASON, Reconciliation, reconcile
+from pstuts_pipeline.sources import Catalog
+from pstuts_pipeline.sources.reconciliation import REMOVED_REASON, Reconciliation, reconcile_folder
 
 INGEST_JOB_NAME = "ingest_videos"
 REMOVE_JOB_NAME = "remove_videos"
@@ -228,8 +228,6 @@ def plan_tick(
     if busy:
         plan.skip_reason = f"waiting for {', '.join(busy[:5])} to finish before comparing the folder with Qdrant"
         return plan
-    catalog = load_catalog(source.path())
-    plan.warnings += summarize_errors(catalog)
     home = None if instance.is_ephemeral else Path(instance.root_directory)
     try:
         view = observe_store(qdrant, home, lock_timeout_s=TICK_LOCK_TIMEOUT_S)
@@ -239,7 +237,10 @@ def plan_tick(
     if home is not None:
         keep_in_ledger(qdrant, home, view)
     fingerprint_of = fingerprint_function(embeddings, chunker)
-    result = reconcile(catalog, view.stored, fingerprint_of, force=force)
+    catalog, result = reconcile_folder(source.path(), home, view.stored, fingerprint_of, force=force)
+    plan.warnings += summarize_errors(catalog)
+    if result.removal_refused:
+        plan.warnings.append(result.removal_refused)
     order, plan.new_partitions = partition_order(instance.get_dynamic_partitions(video_partitions.name), catalog)
     wanted = {k: fingerprint_of(catalog.videos[k]) for k in result.to_ingest}
     plan.run_requests = run_requests(
@@ -247,6 +248,8 @@ def plan_tick(
     )
     if not plan.run_requests:
         plan.skip_reason = f"{len(result.unchanged)} videos match what Qdrant holds; nothing to ingest or remove"
+        if result.removal_refused:
+            plan.skip_reason += "; " + result.removal_refused
         if catalog.errors:  # the tick's skip reason is what the UI shows first
             plan.skip_reason += "; " + "; ".join(summarize_errors(catalog))
     return plan

@@ -11,6 +11,7 @@ A caption file says nothing of its video, so the rest comes from beside it:
 from __future__ import annotations
 
 import html
+import os
 import re
 import tomllib
 from dataclasses import asdict
@@ -23,6 +24,7 @@ from pstuts_pipeline.sources.model import (
     RawPhrase,
     SourceVideo,
     content_hash,
+    encodes,
     id_problem,
     length_problem,
     normalize_text,
@@ -36,41 +38,79 @@ SIDECAR_SUFFIX = ".toml"
 # A sidecar holds four short fields; anything far bigger is not one.
 SIDECAR_MAX_BYTES = 1 << 20
 SIDECAR_KEYS = {"video_id": int, "title": str, "desc": str, "url": str}
-NAMED_ID = re.compile(r"^(\d+)\b\s*(?:[-–_.:]\s*)?(.*)$")
+NAMED_ID = re.compile(r"(\d+)\b\s*(?:[-–_.:]\s*)?(.*)", re.DOTALL)  # a name may hold a newline
 # SRT writes 00:01:02,500 and WebVTT 01:02.500 or 00:01:02.500; either is read in either kind of file.
 TIMESTAMP = re.compile(r"^(?:(\d+):)?([0-5]\d):([0-5]\d)[,.](\d{1,3})$")
 TAG = re.compile(r"<[^>]*>")
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # WebVTT blocks that are not cues.
 NOT_CUES = ("NOTE", "STYLE", "REGION")
 
 
+def sidecar_of(path: Path) -> Path:
+    return path.with_suffix(SIDECAR_SUFFIX)
+
+
 def _sidecar(path: Path, named_id: int | None) -> dict[str, Any]:
-    """The sidecar's fields, checked, or none when there is no sidecar."""
-    sidecar = path.with_suffix(SIDECAR_SUFFIX)
-    if not sidecar.exists():
+    """The sidecar's fields, checked, or none when there is no sidecar.
+
+    Any problem raises an InputError that names the video the sidecar gives (its `video_id` line, when one can still
+    be found) and holds back every video the caption file held before: a broken sidecar must not look like a video
+    that left the folder. A symlink loop or a dangling link is a sidecar that cannot be read, not a missing one.
+    """
+    sidecar = sidecar_of(path)
+    if not os.path.lexists(sidecar):
         return {}
+    given_id: int | None = None
+
+    def refused(problem: str, key: str | None = None) -> InputError:
+        return InputError(str(sidecar), problem, given_id, key, unsure=True, holder=str(path))
+
     try:
         text, problem, _ = utf8_text(read_source_bytes(sidecar, max_bytes=SIDECAR_MAX_BYTES))
-        if problem is not None:
-            raise InputError(str(sidecar), problem, named_id)
-        fields = tomllib.loads(text)
     except UnreadableFile as exc:
-        raise InputError(str(sidecar), str(exc.strerror), named_id) from None
+        raise refused(str(exc.strerror)) from None
+    given_id = sidecar_video_id(text)
+    if problem is not None:
+        raise refused(problem)
+    try:
+        fields = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise InputError(str(sidecar), f"is not valid TOML: {exc}", named_id) from None
+        raise refused(f"is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise refused("nests tables or arrays too deeply to be read (a sidecar needs none)") from None
+    except ValueError:  # an integer of thousands of digits: Python refuses to convert it
+        raise refused("holds a number too long to be read (over 4,300 digits)") from None
+    if "video_id" not in fields:
+        given_id = named_id  # the sidecar reads, and leaves the id to the file name
     for key, value in fields.items():
         expected = SIDECAR_KEYS.get(key)
         if expected is None:
-            raise InputError(str(sidecar), f"unknown key (known: {', '.join(SIDECAR_KEYS)})", named_id, key)
+            raise refused(f"unknown key (known: {', '.join(SIDECAR_KEYS)})", _shown_key(key))
         if not isinstance(value, expected) or isinstance(value, bool):
             kind = "an integer" if expected is int else "a string"
-            raise InputError(str(sidecar), f"is {_shown(value)}, not {kind}", named_id, key)
+            raise refused(f"is {_shown(value)}, not {kind}", key)
         problem = (
             id_problem(value) if expected is int else length_problem(value, max_field_chars(), "PSTUTS_MAX_FIELD_CHARS")
         )
         if problem:
-            raise InputError(str(sidecar), problem, named_id, key)
+            raise refused(problem, key)
+        if expected is str and not encodes(value):
+            raise refused("holds a lone surrogate escape: not valid Unicode text", key)
     return fields
+
+
+SIDECAR_ID_LINE = re.compile(r'^\s*video_id\s*=\s*["\']?(\d{1,19})\b', re.MULTILINE)
+
+
+def sidecar_video_id(text: str) -> int | None:
+    """The video id a sidecar gives, from its `video_id` line even when the rest of it does not parse."""
+    match = SIDECAR_ID_LINE.search(text)
+    return int(match.group(1)) if match and not id_problem(int(match.group(1))) else None
+
+
+def _shown_key(key: str) -> str:
+    return _shown(key).strip("'\"")
 
 
 def _shown(value: object) -> str:
@@ -104,7 +144,8 @@ def _cue_text(lines: list[str]) -> str:
 def parse_cues(text: str, file: str, video_id: int, webvtt: bool) -> list[RawPhrase]:
     """Each cue as a phrase numbered from 1, in file order; raise InputError naming the cue and what is wrong."""
     blocks: list[list[str]] = [[]]
-    for line in text.splitlines():
+    # Lines end at \n, \r\n or \r only: str.splitlines would also split a cue's text at U+2028 or a form feed.
+    for line in LINE_BREAK.split(text):
         if line.strip():
             blocks[-1].append(line.strip())
         elif blocks[-1]:
@@ -164,7 +205,7 @@ def media_beside(path: Path) -> str:
 def read_caption_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
     """The one video of an SRT or WebVTT file, or the error naming the file, the cue and what is wrong."""
     file = str(path)
-    named = NAMED_ID.match(path.stem)
+    named = NAMED_ID.fullmatch(path.stem)
     if named and len(named.group(1)) > 24:
         problem = f"the file name starts with a number of {len(named.group(1))} digits, not a video id"
         return [], [InputError(file, problem, field="video_id")]
@@ -193,7 +234,7 @@ def read_caption_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
         phrases = parse_cues(text, file, video_id, webvtt)
     except InputError as error:
         return [], [error]
-    title = meta.get("title") or (named.group(2).strip() if named else "") or path.stem
+    title = meta.get("title") or (normalize_text(named.group(2)) if named else "") or normalize_text(path.stem)
     fields = {
         "video_id": video_id,
         "title": title,

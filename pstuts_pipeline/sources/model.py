@@ -25,6 +25,8 @@ class InputError(ValueError):
         video_id: int | None = None,
         field: str | None = None,
         video_ids: frozenset[int] = frozenset(),
+        unsure: bool = False,
+        holder: str | None = None,
     ):
         self.file = file
         self.video_id = video_id
@@ -32,6 +34,11 @@ class InputError(ValueError):
         self.detail = message
         # A summary of many errors names no one video but must still hold back the points of those it covers.
         self.video_ids = video_ids | ({video_id} if video_id is not None else set())
+        # The videos it names may not be all it affects (a file cut short, a bad sidecar, a record without an id):
+        # then every video its source file held at its last good read is held back too.
+        self.unsure = unsure or not self.video_ids
+        # The source file whose videos are in question: a sidecar's error concerns the caption file beside it.
+        self.holder = holder or file
         where = [file]
         if video_id is not None:
             where.append(f"video {video_id}")
@@ -99,6 +106,8 @@ class Catalog:
 
     videos: dict[str, SourceVideo] = field(default_factory=dict)
     errors: list[InputError] = field(default_factory=list)
+    # Every source file looked at, read or not.
+    files: list[str] = field(default_factory=list)
 
     @property
     def bad_video_ids(self) -> set[int]:
@@ -112,9 +121,9 @@ class Catalog:
         return f"video {key} is in no file of the data folder"
 
     @property
-    def hides_videos(self) -> bool:
-        """Some input could not be tied to a video, so a video missing from the catalog may only be unreadable."""
-        return any(e.video_id is None for e in self.errors)
+    def unsure_files(self) -> set[str]:
+        """Source files that may hold videos no error names: what they held before must not look deleted."""
+        return {e.holder for e in self.errors if e.unsure}
 
 
 @dataclass
@@ -131,10 +140,12 @@ class FileErrors:
     first: list[InputError] = field(default_factory=list)
     count: int = 0
     video_ids: set[int] = field(default_factory=set)
+    unsure: bool = False
 
     def add(self, error: InputError) -> None:
         self.count += 1
         self.video_ids |= error.video_ids
+        self.unsure |= error.unsure
         if len(self.first) <= LISTED_PER_FILE:
             self.first.append(error.with_traceback(None))
 
@@ -143,7 +154,7 @@ class FileErrors:
             return self.first
         listed = "; ".join(str(e).removeprefix(f"{self.file}: ") for e in self.first[:LISTED_PER_FILE])
         message = f"{self.count:,} {self.what}, first {LISTED_PER_FILE}: {listed}"
-        return [InputError(self.file, message, video_ids=frozenset(self.video_ids))]
+        return [InputError(self.file, message, video_ids=frozenset(self.video_ids), unsure=self.unsure)]
 
 
 def summarize(file: str, errors: list[InputError], what: str = "records rejected") -> list[InputError]:
@@ -158,6 +169,32 @@ def content_hash(value: Any) -> str:
     """Hash content canonically so an unchanged video hashes the same whatever its file's layout."""
     canonical = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def invalid_text_at(value: Any) -> str | None:
+    """Where in a parsed record the first text that is not valid Unicode is (`transcripts[3].sent`), or None.
+
+    Walked without recursion: a record's depth is bounded before, but the walk must not depend on it.
+    """
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str) and not encodes(item):
+            return path or None
+        children = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+        for key, child in reversed(list(children)):
+            if isinstance(key, str) and not encodes(key):
+                return f"{path}.{key!a}".lstrip(".")
+            stack.append((child, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}".lstrip(".")))
+    return None
 
 
 def normalize_text(text: str) -> str:

@@ -18,6 +18,7 @@ from pstuts_pipeline.sources.model import (
     SourceVideo,
     content_hash,
     id_problem,
+    invalid_text_at,
     length_problem,
     normalize_text,
     seconds_problem,
@@ -191,7 +192,7 @@ def validate_record(record: Any, file: str, index: int) -> int:
         where = f"qa[{i}]"
         if not isinstance(pair, dict):
             raise InputError(file, f"is {_describe(pair)}, not an object", video_id, where)
-        if pair.get("sent_id") not in seen_ids:
+        if type(pair.get("sent_id")) is not int or pair["sent_id"] not in seen_ids:  # `true` and `2.0` equal 1 and 2
             raise InputError(
                 file, _problem(pair.get("sent_id", MISSING), "the sent_id of a phrase"), video_id, f"{where}.sent_id"
             )
@@ -211,7 +212,7 @@ def unreadable_file_errors(file: str, text: str, position: int, problem: str) ->
     """
     found = [(m.start(), int(m.group(1))) for m in VIDEO_ID_KEY.finditer(text)]
     if not found:
-        return [InputError(file, problem)]
+        return [InputError(file, problem, unsure=True)]
     starts_before = [(start, video_id) for start, video_id in found if start < position]
     broken = starts_before[-1][1] if starts_before else None
     errors = []
@@ -220,11 +221,11 @@ def unreadable_file_errors(file: str, text: str, position: int, problem: str) ->
         keys = [m.group(1) for m in ANY_KEY.finditer(text, start, position)]
         sent_ids = [m.group(1) for m in SENT_ID_KEY.finditer(text, start, position)]
         near = f" (in the phrase with sent_id {sent_ids[-1]})" if sent_ids and keys[-1] != "qa" else ""
-        errors.append(InputError(file, problem + near, broken, keys[-1]))
+        errors.append(InputError(file, problem + near, broken, keys[-1], unsure=True))
     for video_id in dict.fromkeys(v for _, v in found):
         if video_id != broken:
             where = f" (in video {broken})" if broken is not None else ""
-            errors.append(InputError(file, f"not read: the file {problem}{where}", video_id))
+            errors.append(InputError(file, f"not read: the file {problem}{where}", video_id, unsure=True))
     return errors
 
 
@@ -261,6 +262,16 @@ def raw_phrases(transcripts: list[dict[str, Any]]) -> tuple[RawPhrase, ...]:
 
 def video_of(record: dict[str, Any], video_id: int, file: str) -> SourceVideo:
     """A validated record as a typed video; its hash stays that of the record, so stored videos are not redone."""
+    try:
+        hashed = content_hash(record)
+    except UnicodeEncodeError:
+        # JSON's "\ud800" escape gives a lone surrogate, which no file, database or page can hold as UTF-8.
+        raise InputError(
+            file,
+            "holds a lone surrogate escape (such as \\ud800): not valid Unicode text",
+            video_id,
+            invalid_text_at(record),
+        ) from None
     return SourceVideo(
         video_id=video_id,
         title=record["title"],
@@ -269,7 +280,7 @@ def video_of(record: dict[str, Any], video_id: int, file: str) -> SourceVideo:
         phrases=raw_phrases(record["transcripts"]),
         qa=tuple(QAPair(int(p["sent_id"]), p["q"], p["a"]) for p in record.get("qa", [])),
         file=file,
-        content_hash=content_hash(record),
+        content_hash=hashed,
     )
 
 
@@ -279,13 +290,13 @@ def read_pstuts_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
     try:
         data = read_source_bytes(path)
     except UnreadableFile as exc:
-        return [], [InputError(file, str(exc.strerror))]
+        return [], [InputError(file, str(exc.strerror), unsure=True)]
     records, errors = _parse(file, data)
     if errors:
         return [], summarize(file, errors, "videos not read")
     if not isinstance(records, list):
         problem = f"holds {json_type(records)}, not a list of videos"
-        return [], unreadable_file_errors(file, data.decode("utf-8", errors="replace"), 0, problem)
+        return [], summarize(file, unreadable_file_errors(file, data.decode("utf-8", errors="replace"), 0, problem))
     videos: list[SourceVideo] = []
     rejected = FileErrors(file)
     for index, record in enumerate(records):

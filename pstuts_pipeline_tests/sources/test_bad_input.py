@@ -14,7 +14,7 @@ from helpers import SAMPLE, run_ingest, stored_points, write_data
 
 from pstuts_pipeline.chunking.transcripts import Catalog, InputError, load_catalog
 from pstuts_pipeline.defs.partitions import video_partitions
-from pstuts_pipeline.defs.reconcile import reconcile
+from pstuts_pipeline.sources.reconciliation import reconcile
 
 
 def video_snapshot(storage: Path, video_id: str) -> list[dict]:

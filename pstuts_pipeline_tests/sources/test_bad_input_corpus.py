@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import run_main, stored_points
+from helpers import run_main, settled, stored_points
 
 from pstuts_pipeline.cli import app as cli
 from pstuts_pipeline.definitions import build_definitions
@@ -52,6 +52,7 @@ def test_pstuts_ingest_names_the_problem_and_keeps_every_point(name, ingested, s
 def test_the_sensor_requests_nothing_removes_nothing_and_says_why(name, ingested, storage):  # noqa: F811
     before = stored_points(storage)
     shutil.copy(CORPUS / name, ingested / name)
+    settled(ingested / name)  # a tick leaves a file written moments ago for the next one
 
     with (
         dg.DagsterInstance.get() as instance,
@@ -88,7 +89,7 @@ def test_the_whole_corpus_at_once_through_the_real_command(ingested, storage):  
 # Special files cannot live in git: each is made in the data folder by the test, with the message it must give.
 SPECIAL_FILES = {
     "fifo.json": (lambda path: os.mkfifo(path), "is a named pipe (FIFO), not a regular file: not read"),
-    "zero.json": (lambda path: path.symlink_to("/dev/zero"), "is a character device, not a regular file: not read"),
+    "zero.json": (lambda path: path.symlink_to("/dev/zero"), "is a link to a file outside the data folder: not read"),
 }
 
 
@@ -97,6 +98,7 @@ def test_special_files_neither_hang_nor_stop_ingest_or_the_sensor(name, ingested
     before = stored_points(storage)
     make, message = SPECIAL_FILES[name]
     make(ingested / name)
+    settled(ingested / name)
     monkeypatch.setattr(cli, "_definitions", lambda: build_definitions(resources_from_env()))
 
     code, _, err = run_main(monkeypatch, capsys, "ingest")

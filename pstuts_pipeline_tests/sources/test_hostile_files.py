@@ -11,8 +11,8 @@ import pytest
 from helpers import SAMPLE
 
 from pstuts_pipeline.chunking.transcripts import load_catalog
-from pstuts_pipeline.defs.reconcile import reconcile
 from pstuts_pipeline.sources.reading import read_source_bytes
+from pstuts_pipeline.sources.reconciliation import reconcile
 
 
 @pytest.fixture(autouse=True)
@@ -57,16 +57,17 @@ def test_a_fifo_named_like_a_source_is_refused_at_once(tmp_path):
 
 
 def test_a_fifo_as_a_caption_sidecar_is_refused(tmp_path):
+    """The sidecar is never read, so it names no video (it might give another id than the file name's)."""
     data = folder_with(tmp_path, {"9600 - Title.srt": "1\n00:00:01,000 --> 00:00:02,000\nhello\n"})
     os.mkfifo(data / "9600 - Title.toml")
-    assert errors_of(data) == [
-        f"{data / '9600 - Title.toml'}: video 9600: is a named pipe (FIFO), not a regular file: not read"
-    ]
+    assert errors_of(data) == [f"{data / '9600 - Title.toml'}: is a named pipe (FIFO), not a regular file: not read"]
 
 
-def test_a_symlink_to_an_endless_device_is_refused_not_read(tmp_path):
+def test_a_symlink_to_an_endless_device_is_refused_not_read(tmp_path, monkeypatch):
     data = folder_with(tmp_path, {})
     (data / "zero.json").symlink_to("/dev/zero")
+    assert errors_of(data) == [f"{data / 'zero.json'}: is a link to a file outside the data folder: not read"]
+    monkeypatch.setenv("PSTUTS_ALLOW_LINKS_OUTSIDE", "1")  # followed, it is still never read
     assert errors_of(data) == [f"{data / 'zero.json'}: is a character device, not a regular file: not read"]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from helpers import SAMPLE
 
 from pstuts_pipeline.chunking.transcripts import load_catalog
-from pstuts_pipeline.defs.reconcile import reconcile
+from pstuts_pipeline.sources.reconciliation import reconcile
 
 
 def folder_with(tmp_path: Path, files: dict[str, bytes]) -> Path:
