@@ -33,6 +33,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.ingest_speed import PSTUTS_DIR, REPO, Workspace, load, machine, pstuts_command
+from benchmarks.pstuts_vqa import link_into
 
 LOCATION = "pstuts_pipeline"
 REPOSITORY = {"repositoryLocationName": LOCATION, "repositoryName": "__repository__"}
@@ -226,8 +227,7 @@ def dev_round(root: Path, files: list[Path], name: str) -> dict:
     drop_caches()
     with DagsterDev(space.env(), space.logs / "dagster_dev.log") as dev:
         started_at = time.perf_counter()
-        for f in files:  # dropped in together, as a user copies two files
-            (space.data / f.name).symlink_to(f.resolve())
+        link_into(space.data, files)  # dropped in together, as a user copies two files
         wanted = video_keys(files)
         dev.wait_until(lambda: wanted <= dev.materialized(), 3600, f"all {len(wanted)} partitions of qdrant_collection")
         seconds = time.perf_counter() - started_at

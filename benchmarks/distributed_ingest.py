@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.ingest_speed import Run, Workspace, load, pstuts_command, run_child
-from benchmarks.pstuts_vqa import PSTUTS_DIR
+from benchmarks.pstuts_vqa import PSTUTS_DIR, link_into
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "pstuts_pipeline_tests"))
@@ -77,8 +77,7 @@ def measure_celery(files: list[Path], root: Path, workers: int) -> list[dict]:
     from cluster import celery_cluster
 
     with celery_cluster(workers) as cluster:
-        for f in files:
-            (cluster.root / "data" / f.name).symlink_to(f.resolve())
+        link_into(cluster.root / "data", files)
         processes = cluster_processes(cluster)
         before = {name: cpu_seconds(p) for name, p in processes.items()}
         run = run_child(f"celery_{workers}", [*pstuts_command(), "ingest"], cluster.env, root)

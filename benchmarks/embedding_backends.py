@@ -29,7 +29,7 @@ import warnings
 from pathlib import Path
 
 from benchmarks.ingest_speed import Workspace, load, machine, pstuts_command, reference, run_child, snapshot_code
-from benchmarks.pstuts_vqa import PSTUTS_DIR
+from benchmarks.pstuts_vqa import PSTUTS_DIR, link_into
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 FILES = [PSTUTS_DIR / "train.json", PSTUTS_DIR / "dev.json"]
@@ -88,8 +88,7 @@ def one_backend(
 
     data_dir = storage / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    for f in FILES:
-        (data_dir / f.name).symlink_to(f)
+    link_into(data_dir, FILES)
     defs, report, row["ingest_in_process_s"] = ingest_collection("", data_dir, storage / "store")
     qdrant = defs.resources["qdrant"]
     with qdrant.get_client() as client:

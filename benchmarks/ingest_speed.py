@@ -33,7 +33,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.pstuts_vqa import PSTUTS_DIR
+from benchmarks.pstuts_vqa import PSTUTS_DIR, link_into
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "benchmarks" / "reference_ingest.py"
@@ -111,8 +111,7 @@ class Workspace:
             folder.mkdir(parents=True)
 
     def link(self, files: list[Path]) -> None:
-        for f in files:
-            (self.data / f.name).symlink_to(f.resolve())
+        link_into(self.data, files)
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PSTUTS_") and k not in CLEARED_ENV}

@@ -12,3 +12,16 @@ def pstuts_vqa_dir() -> Path:
 
 
 PSTUTS_DIR = pstuts_vqa_dir()
+
+
+def link_into(folder: Path, files: list[Path]) -> None:
+    """Link the splits into a data folder (never copied: the data stays where it is licensed to be).
+
+    A link out of the data folder is read only with PSTUTS_ALLOW_LINKS_OUTSIDE=1, set here for this process and the
+    commands it starts.
+    """
+    os.environ["PSTUTS_ALLOW_LINKS_OUTSIDE"] = "1"
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        if not (folder / f.name).exists():
+            (folder / f.name).symlink_to(f.resolve())

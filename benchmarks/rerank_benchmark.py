@@ -21,6 +21,7 @@ import time
 import warnings
 from pathlib import Path
 
+from benchmarks.pstuts_vqa import link_into
 from benchmarks.tune_embedder import PSTUTS_DIR, ingest_collection
 from pstuts_pipeline.training.reranker import RerankerSettings
 
@@ -180,9 +181,7 @@ def main() -> None:
     train, dev = [PSTUTS_DIR / "train.json"], [PSTUTS_DIR / "dev.json"]
     data_dir = storage / "data"  # only train and dev go into the collection
     data_dir.mkdir(parents=True, exist_ok=True)
-    for f in train + dev:
-        if not (data_dir / f.name).exists():
-            (data_dir / f.name).symlink_to(f)
+    link_into(data_dir, train + dev)
 
     folders = train_models(args, storage, train, dev)
     seconds = {name: versions.read_card(folder)["seconds"]["training"] for name, folder in folders.items()}

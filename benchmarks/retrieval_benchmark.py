@@ -19,7 +19,7 @@ import uuid
 import warnings
 from pathlib import Path
 
-from benchmarks.pstuts_vqa import PSTUTS_DIR
+from benchmarks.pstuts_vqa import PSTUTS_DIR, link_into
 
 REPO = Path(__file__).resolve().parents[1]
 DEPTH = 10
@@ -153,9 +153,7 @@ def main() -> None:
     # Only train and dev are indexed: nothing else in the shared folder is read.
     data_dir = storage / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        if not (data_dir / f.name).exists():
-            (data_dir / f.name).symlink_to(f)
+    link_into(data_dir, files)
     questions = evaluation.load_questions([PSTUTS_DIR / "dev.json"])
 
     rows: dict[str, dict[str, float]] = {}

@@ -23,6 +23,7 @@ import time
 import warnings
 from pathlib import Path
 
+from benchmarks.pstuts_vqa import link_into
 from benchmarks.rerank_benchmark import NAMES
 from benchmarks.tune_embedder import PSTUTS_DIR, ingest_collection
 
@@ -130,9 +131,7 @@ def main() -> None:
     train, dev = PSTUTS_DIR / "train.json", PSTUTS_DIR / "dev.json"
     data_dir = storage / "data"  # only train and dev go into the collection
     data_dir.mkdir(parents=True, exist_ok=True)
-    for f in (train, dev):
-        if not (data_dir / f.name).exists():
-            (data_dir / f.name).symlink_to(f)
+    link_into(data_dir, [train, dev])
     defs, report, ingest_s = ingest_collection("", data_dir, storage / "base")
     print(f"ingest {ingest_s:.1f} s, {report.points_in_collection} points", flush=True)
     questions, asked = evaluation.load_questions([dev]), evaluation.load_questions([train])

@@ -16,7 +16,7 @@ import time
 import warnings
 from pathlib import Path
 
-from benchmarks.pstuts_vqa import PSTUTS_DIR
+from benchmarks.pstuts_vqa import PSTUTS_DIR, link_into
 
 REPO = Path(__file__).resolve().parents[1]
 SEARCH_DEPTH = 10
@@ -111,10 +111,7 @@ def main() -> None:
     # Only train and dev go into the collection: nothing else in the shared folder is read.
     data_dir = storage / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    for f in train + dev:
-        link = data_dir / f.name
-        if not link.exists():
-            link.symlink_to(f)
+    link_into(data_dir, train + dev)
 
     results: dict = {"storage": str(storage)}
     if args.model:

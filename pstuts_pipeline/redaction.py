@@ -7,8 +7,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pstuts_pipeline.settings import env
 
-# Environment variables that hold secrets; their values are blanked wherever they appear.
-SECRET_VARIABLES = ("OPENAI_API_KEY", "QDRANT_API_KEY", "DAGSTER_PG_PASSWORD")
+# Environment variables that hold secrets; their values are blanked wherever they appear. test_secrets.py derives
+# the list from the variables the code reads (every *_API_KEY, *_PASSWORD, *_TOKEN), so a new one is not forgotten.
+SECRET_VARIABLES = ("OPENAI_API_KEY", "PSTUTS_CHAT_API_KEY", "QDRANT_API_KEY", "DAGSTER_PG_PASSWORD")
 # Shorter values would blank ordinary words ("any" is a test key): the patterns below still catch them as keys.
 MIN_SECRET_LENGTH = 8
 PATTERNS = (
@@ -20,12 +21,21 @@ PATTERNS = (
 REDACTED = "[redacted]"
 
 
+def configured_secrets() -> set[str]:
+    """The secret values set now: each secret variable's, and a URL setting's credentials (whole, and the password)."""
+    values = {env(name) for name in SECRET_VARIABLES}
+    for name in URL_VARIABLES:
+        url = env(name)
+        if has_credentials(url):
+            userinfo = urlsplit(url).netloc.rpartition("@")[0]
+            values |= {userinfo, userinfo.partition(":")[2]}
+    return {value for value in values if len(value) >= MIN_SECRET_LENGTH}
+
+
 def redact(text: str) -> str:
     """The text with every configured secret and anything shaped like a key or bearer token blanked."""
-    for name in SECRET_VARIABLES:
-        value = env(name)
-        if len(value) >= MIN_SECRET_LENGTH:
-            text = text.replace(value, REDACTED)
+    for value in sorted(configured_secrets(), key=len, reverse=True):
+        text = text.replace(value, REDACTED)
     for pattern in PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + REDACTED + ("@" if m.group().endswith("@") else ""), text)
     return text

@@ -41,6 +41,14 @@ class EnvSecret:
     name: str
 
 
+def revealed(value: Any) -> Any:
+    """A field's value as code outside a run uses it: a secret's from its variable (Dagster resolves one only in runs)."""
+    if isinstance(value, EnvSecret):
+        return env(value.name) or None
+    get_value = getattr(value, "get_value", None)  # a dg.EnvVar, as the resources hold secrets
+    return get_value() if callable(get_value) else value
+
+
 def url_setting(name: str) -> str | EnvSecret | None:
     """A URL setting; one that carries credentials is a secret, so Dagster stores its name, not them."""
     value = env(name)
@@ -111,7 +119,7 @@ def embedding_spec(embeddings: Fields) -> embedding.EmbeddingSpec:
     return embedding.EmbeddingSpec(
         embeddings["provider"],
         embeddings["model"],
-        embeddings["openai_base_url"] or None,
+        revealed(embeddings["openai_base_url"]) or None,
         embeddings["batch_size"],
         embeddings["precision"],
         embeddings["backend"],

@@ -18,7 +18,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel, RunnablePassthrough
 
 from pstuts_pipeline.answers import extractive
-from pstuts_pipeline.answers.chat import ChatError, ChatSettings, chat_model, describe_error
+from pstuts_pipeline.answers.chat import ChatError, ChatSettings, chat_model, describe_error, redact
 from pstuts_pipeline.search.retrieval import moment_link
 
 # Characters of the chunk after its linked sentence that the prompt shows: a 135M model reads short excerpts best.
@@ -219,7 +219,8 @@ def generated_answer(question: str, documents: list[Document], llm: BaseChatMode
             json_schema = False  # the server does not take a JSON schema: ask for plain text once
             message = llm.invoke(prompt_messages(question, documents, json_schema))
         refusal = message.additional_kwargs.get("refusal")
-        content = message.content if isinstance(message.content, str) else ""
+        # A reply that quotes the request (some servers echo headers) must not carry the key to a learner's page.
+        content = redact(message.content, settings.api_key) if isinstance(message.content, str) else ""
         if refusal or not content.strip():
             raise ChatError(f"{settings.where}: refused to answer: {refusal or 'empty reply'}")
     except (openai.OpenAIError, ChatError) as error:

@@ -3,17 +3,14 @@ the embeddings (users embed locally and chat remotely, or the other way round), 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pstuts_pipeline.redaction import redact as redact_secrets
 from pstuts_pipeline.redaction import strip_credentials
 
 if TYPE_CHECKING:  # langchain-openai costs an import second; `pstuts ask` without a model never needs it
     from langchain_openai import ChatOpenAI
-
-# What servers echo back of a credential: OpenAI-style keys and Authorization headers.
-_SECRET = re.compile(r"(sk-[A-Za-z0-9_\-]{4,}|Bearer\s+[^\s\"',]+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -43,10 +40,10 @@ class ChatError(Exception):
 
 
 def redact(text: str, key: str | None = None) -> str:
-    """The text without any key-like string: servers may quote the Authorization header they were sent."""
+    """The text without the key in use or any configured or key-like secret: servers may quote the headers sent."""
     if key:
-        text = text.replace(key, "***")
-    return _SECRET.sub("***", text)
+        text = text.replace(key, "[redacted]")
+    return redact_secrets(text)
 
 
 def chat_model(settings: ChatSettings) -> ChatOpenAI:

@@ -86,7 +86,7 @@ def read_store(qdrant: QdrantResource, lock_timeout_s: float | None = None) -> t
 def observe_store(qdrant: QdrantResource, home: Path | None, lock_timeout_s: float | None = None) -> StoreView:
     """The stored fingerprints from a current ledger, else read from Qdrant (and stamped if nobody wrote meanwhile)."""
     watched = None
-    if not qdrant.url and home is not None:
+    if not qdrant.server_url and home is not None:
         ledger = ledgers.read_ledger(qdrant.local_path, qdrant.collection, home)
         if ledger is not None:  # spares loading the whole local collection once more
             return StoreView(ledger.stored(), ledger.points, ledger.stamps)
@@ -106,7 +106,7 @@ def keep_in_ledger(
     partition_stamps: dict[str, ledgers.Stamp] | None = None,
 ) -> None:
     """Write what was observed to the ledger, so the next reconcile with nothing to do can skip Qdrant."""
-    if view.stamps is None or qdrant.url:
+    if view.stamps is None or qdrant.server_url:
         return
     ledgers.write_ledger(
         home,

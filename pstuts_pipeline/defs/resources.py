@@ -142,7 +142,7 @@ class ProviderRefusedFailure(dg.Failure):
 
 def _secret(value: str | None) -> str | None:
     """A secret field's value: Dagster resolves a dg.EnvVar inside a run; the CLI uses resources outside one."""
-    return value.get_value() if isinstance(value, dg.EnvVar) else value
+    return fields.revealed(value)
 
 
 class RerankerResource(dg.ConfigurableResource):
@@ -211,6 +211,11 @@ class QdrantResource(dg.ConfigurableResource):
     def local_path(self) -> Path:
         return fields.qdrant_folder(self.model_dump())
 
+    @property
+    def server_url(self) -> str | None:
+        """The server's URL, credentials included (a URL with them is held as dg.EnvVar), or None for local mode."""
+        return _secret(self.url) or None
+
     @contextlib.contextmanager
     def get_client(self, read_only: bool = False, lock_timeout_s: float | None = None) -> Iterator["QdrantClient"]:
         """A client for one step. Local mode allows one client per folder, so take a file lock around it.
@@ -219,7 +224,7 @@ class QdrantResource(dg.ConfigurableResource):
         local-mode Qdrant and our lock both need to write a lock file. Errors name the server or the folder.
         `lock_timeout_s` overrides how long to wait for another user (filelock.Timeout when it runs out).
         """
-        if self.url:
+        if self.server_url:
             with self._server_client() as client:
                 yield client
             return
@@ -238,12 +243,12 @@ class QdrantResource(dg.ConfigurableResource):
         from qdrant_client import QdrantClient
         from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-        client = QdrantClient(url=self.url, api_key=_secret(self.api_key) or None, timeout=self.timeout_s)
+        client = QdrantClient(url=self.server_url, api_key=_secret(self.api_key) or None, timeout=self.timeout_s)
         try:
             yield client
         except (ResponseHandlingException, UnexpectedResponse) as error:
             # "[Errno 111] Connection refused" alone does not say which server; the reply may echo the API key.
-            where = strip_credentials(self.url)
+            where = strip_credentials(self.server_url or "")
             raise QdrantUnavailableError(f"Qdrant server at {where} (QDRANT_URL): {redact(str(error))}") from None
         finally:
             client.close()
@@ -305,7 +310,7 @@ class ChatModelResource(dg.ConfigurableResource):
     def settings(self) -> ChatSettings:
         return ChatSettings(
             self.model,
-            self.base_url or None,
+            _secret(self.base_url) or None,
             _secret(self.api_key) or None,
             self.timeout_s,
             self.max_tokens,

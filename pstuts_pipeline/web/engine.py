@@ -66,7 +66,7 @@ class Engine:
         def open_server_client() -> contextlib.AbstractContextManager[QdrantClient]:
             return qdrant.get_client(read_only=True, lock_timeout_s=LOCK_TIMEOUT_S)
 
-        copy = None if qdrant.url else StoreCopy(qdrant.local_path, LOCK_TIMEOUT_S)
+        copy = None if qdrant.server_url else StoreCopy(qdrant.local_path, LOCK_TIMEOUT_S)
         return cls(
             open_client=copy.client if copy else open_server_client,
             collection=qdrant.collection,

@@ -60,6 +60,7 @@ def all_pstuts(tmp_path_factory, pstuts_files) -> Ingested:
         env.setenv("PSTUTS_STORAGE_DIR", str(storage))
         env.setenv("DAGSTER_HOME", str(storage / "dagster_home"))
         env.setenv("PSTUTS_DATA_DIR", str(data))
+        env.setenv("PSTUTS_ALLOW_LINKS_OUTSIDE", "1")
         with dg.DagsterInstance.get() as instance:
             report = ingest(build_definitions(resources_from_env()), instance)
             evaluations: dict[str, list[dg.AssetCheckEvaluation]] = {}

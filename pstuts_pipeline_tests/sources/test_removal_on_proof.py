@@ -220,7 +220,8 @@ def test_a_command_waits_for_a_file_to_settle(tmp_path, home, monkeypatch):
     assert sorted(catalog.videos) == ["9001", "9002", "9003"] and time.monotonic() - started >= 0.4
 
 
-def test_a_link_out_of_the_folder_is_refused_unread_and_unquoted(tmp_path, home):
+def test_a_link_out_of_the_folder_is_refused_unread_and_unquoted(tmp_path, home, monkeypatch):
+    monkeypatch.delenv("PSTUTS_ALLOW_LINKS_OUTSIDE", raising=False)
     secret = tmp_path / "outside" / "shadow"
     secret.parent.mkdir()
     secret.write_text("root:*:20228:0:99999:7:::\n")
