@@ -172,6 +172,15 @@ def max_videos_per_run() -> int:
     return limit
 
 
+def max_phrases_per_run() -> int:
+    """How many phrases one ingest run holds at most (PSTUTS_MAX_PHRASES_PER_RUN); a bigger video runs alone.
+
+    A run keeps its videos' phrase vectors until they are written, about 25 KB a phrase: 3 videos of 100,000 phrases
+    in one run took 7.3 GB.
+    """
+    return env_limit("PSTUTS_MAX_PHRASES_PER_RUN", 50_000)
+
+
 def env_limit(name: str, default: int, minimum: int = 1) -> int:
     """A positive integer limit from the environment; a value below `minimum` is refused naming the variable."""
     limit = env_int(name, default)

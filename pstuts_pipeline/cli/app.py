@@ -116,12 +116,12 @@ def ingest(
     for line in report.reclaimed:
         console.print(f"[yellow]reclaimed[/yellow] {escape(printable(line))}")
     table = Table(title="pstuts ingest", show_header=False)
-    table.add_row("videos ingested", str(len(plan.to_ingest)))
+    table.add_row("videos ingested", str(len(plan.to_ingest) - len(report.unfinished)))
     table.add_row("videos unchanged (skipped)", str(len(plan.unchanged)))
     table.add_row("videos removed", str(len(plan.removed)))
     if plan.held_back:
         table.add_row("videos kept (file unreadable)", str(len(plan.held_back)))
-    table.add_row("videos failed", str(len(plan.failed)))
+    table.add_row("videos failed", str(len(plan.failed) + len(report.unfinished)))
     table.add_row("chunks written", str(report.chunks))
     table.add_row("points in collection", str(report.points_in_collection))
     table.add_row("seconds", f"{time.perf_counter() - COMMAND_STARTED:.1f}")
@@ -137,7 +137,7 @@ def ingest(
         # A file's own errors already start with its name.
         _print_error("failed", error if error.startswith(f"{key}: ") else f"{key}: {error}")
     for run in report.failed_runs:
-        _print_error("run failed", f"for videos {run} (full logs in `dagster dev`)")
+        _print_error("run failed", run)
     if plan.removal_refused:
         _print_error("removal refused:", plan.removal_refused)
     if not report.ok:
@@ -536,7 +536,9 @@ def describe_error(exc: BaseException) -> str:
 
         reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         return f"Dagster instance in {dagster_home()} (DAGSTER_HOME): {reason}"
-    return str(exc)
+    if isinstance(exc, MemoryError):
+        return "out of memory: lower PSTUTS_MAX_PHRASES_PER_RUN or PSTUTS_MAX_VIDEOS_PER_RUN, or give it more memory"
+    return str(exc) or type(exc).__name__
 
 
 def _print_error(label: str, text: str) -> None:

@@ -24,6 +24,7 @@ from pstuts_pipeline.defs.reconcile import (
     partition_order,
     run_requests,
 )
+from pstuts_pipeline.redaction import redact
 from pstuts_pipeline.settings import max_videos_per_run
 from pstuts_pipeline.sources import Catalog
 from pstuts_pipeline.sources.reconciliation import reconcile_folder
@@ -32,8 +33,13 @@ from pstuts_pipeline.sources.reconciliation import reconcile_folder
 RunResult = dg.ExecuteInProcessResult | dg.JobExecutionResult
 # Where an ingest stands: steps ended, steps in all (None until the runs are planned), and what is happening.
 OnProgress = Callable[[int, int | None, str], None]
-QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# The summary says why a run failed in one line; tracebacks go to a log file (and the instance's event log).
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 INTERRUPTED_EXIT_CODE = 130
+INTERRUPTED_STATE = (
+    "run canceled. Each video's points are its old ones, its new ones, or both until the next ingest (new points are "
+    "written before stale ones go, so none is ever empty); every file write is whole. `pstuts ingest` makes it exact"
+)
 
 
 def register_partitions(instance: dg.DagsterInstance, catalog: Catalog) -> list[str]:
@@ -59,6 +65,22 @@ def step_errors(result: RunResult) -> list[str]:
             message = error.message.strip().splitlines()[0] if error.message.strip() else error.cls_name
             errors.append(f"{event.step_key}: {message}")
     return errors
+
+
+def failure_log(instance: dg.DagsterInstance, result: RunResult) -> Path | None:
+    """Write a failed run's step errors with their tracebacks to a file in the Dagster home; its path, or None."""
+    if instance.is_ephemeral:
+        return None
+    blocks = []
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data.error is not None:
+            blocks.append(f"== {event.step_key}\n{event.step_failure_data.error.to_string()}")
+    if not blocks:
+        return None
+    path = Path(instance.root_directory) / "logs" / f"pstuts-ingest-{result.run_id}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(redact("\n".join(blocks)))
+    return path
 
 
 def cancel_this_process_runs(instance: dg.DagsterInstance, signal_name: str) -> None:
@@ -95,7 +117,7 @@ def interruptible(
     def stop(signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
         cancel_this_process_runs(instance, name)
-        os.write(2, f"\ninterrupted ({name}): run canceled, nothing half-written; `pstuts ingest` resumes\n".encode())
+        os.write(2, f"\ninterrupted ({name}): {INTERRUPTED_STATE}\n".encode())
         os._exit(INTERRUPTED_EXIT_CODE)
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -269,8 +291,13 @@ def ingest(
         if not run.success:
             errors = "; ".join(step_errors(run)) or "no step failed: see the run's logs"
             span = request.partition_key_range
-            what = f"{span.start}..{span.end}" if span else "removal"
-            report.failed_runs.append(f"{what} (run {run.run_id}): {errors}")
+            keys = order[order.index(span.start) : order.index(span.end) + 1] if span else []
+            unfinished = [k for k in keys if k in set(result.to_ingest)]
+            what = f"for {len(unfinished)} videos ({span.start}..{span.end})" if span else "for the removal"
+            log = failure_log(instance, run)
+            where = f"tracebacks in {log}" if log else f"run {run.run_id} in `pstuts dev`"
+            report.failed_runs.append(f"{what}: {errors} ({where})")
+            report.unfinished |= dict.fromkeys(unfinished, errors)
             continue
         add_run_figures(report, instance, run)
     if requests:

@@ -16,7 +16,10 @@ class IngestReport:
 
     plan: Reconciliation
     run_ids: list[str] = field(default_factory=list)
+    # One line per failed run: its videos, why, and where its tracebacks are.
     failed_runs: list[str] = field(default_factory=list)
+    # The videos of failed runs (to ingest, but not ingested), each with its run's cause.
+    unfinished: dict[str, str] = field(default_factory=dict)
     reclaimed: list[str] = field(default_factory=list)
     chunks: int = 0
     points_in_collection: int = 0

@@ -26,7 +26,7 @@ from pstuts_pipeline.defs.resources import (
     TranscriptSource,
     fingerprint_function,
 )
-from pstuts_pipeline.settings import max_videos_per_run
+from pstuts_pipeline.settings import max_phrases_per_run, max_videos_per_run
 from pstuts_pipeline.sources import Catalog
 from pstuts_pipeline.sources.reconciliation import REMOVED_REASON, Reconciliation, reconcile_folder
 
@@ -43,22 +43,34 @@ IN_PROGRESS = [
 ]
 
 
-def ingest_ranges(selected: list[str], order: list[str], limit: int) -> list[tuple[str, str]]:
-    """Cover `selected` with [first, last] runs of consecutive keys in partition order, at most `limit` each.
+def ingest_ranges(
+    selected: list[str],
+    order: list[str],
+    limit: int,
+    phrases: dict[str, int] | None = None,
+    max_phrases: int | None = None,
+) -> list[tuple[str, str]]:
+    """Cover `selected` with [first, last] runs of consecutive keys in partition order, at most `limit` videos each
+    and, given each video's phrase count, at most `max_phrases` phrases (a bigger video runs alone).
 
-    One range is one Dagster run (the assets' single-run backfill policy), so the model loads once per range;
-    the limit bounds a run's memory.
+    One range is one Dagster run (the assets' single-run backfill policy), so the model loads once per range; the
+    limits bound a run's memory, which grows with its phrases (their vectors are held until written).
     """
     wanted = set(selected)
+    weights = phrases or {}
     ranges: list[tuple[str, str]] = []
     current: list[str] = []
+    load = 0
     for key in order:
-        if key in wanted and len(current) < limit:
+        weight = weights.get(key, 0)
+        fits = len(current) < limit and (max_phrases is None or not current or load + weight <= max_phrases)
+        if key in wanted and fits:
             current.append(key)
+            load += weight
             continue
         if current:
             ranges.append((current[0], current[-1]))
-        current = [key] if key in wanted else []
+        current, load = ([key], weight) if key in wanted else ([], 0)
     if current:
         ranges.append((current[0], current[-1]))
     return ranges
@@ -135,7 +147,7 @@ def ingest_run_requests(
 ) -> list[dg.RunRequest]:
     """One ingest run per bounded range of consecutive partitions, tagged with who asked and why."""
     requests = []
-    for first, last in ingest_ranges(result.to_ingest, order, limit):
+    for first, last in ingest_ranges(result.to_ingest, order, limit, result.phrases, max_phrases_per_run()):
         keys = order[order.index(first) : order.index(last) + 1]
         reasons = sorted({result.reasons[k] for k in keys})
         requests.append(

@@ -224,6 +224,9 @@ def test_runs_hold_at_most_the_limit_of_consecutive_partitions():
     assert ingest_ranges(["5", "8", "21", "34", "55"], order, 2) == [("5", "8"), ("21", "34"), ("55", "55")]
     assert ingest_ranges(["13"], order, 1) == [("13", "13")]
     assert ingest_ranges(["3", "8", "13"], order, 100) == [("3", "3"), ("8", "13")]
+    # By phrases too: a video over the budget runs alone, the others fill runs up to it.
+    phrases = {"3": 10, "5": 10, "8": 500, "13": 10, "21": 10, "34": 30}
+    assert ingest_ranges(order[:6], order, 100, phrases, 40) == [("3", "5"), ("8", "8"), ("13", "21"), ("34", "34")]
 
 
 @pytest.mark.slow
