@@ -29,6 +29,16 @@ def with_embedder_version(assets: Sequence[dg.AssetsDefinition], model_id: str) 
     return [a.map_asset_specs(versioned) if "embeddings" in a.required_resource_keys else a for a in assets]
 
 
+def with_run_size(assets: Sequence[dg.AssetsDefinition], videos_per_run: int) -> list[dg.AssetsDefinition]:
+    """Backfills of the video partitions (the UI's "Materialize all") split into runs of at most `videos_per_run`.
+
+    Dagster splits them itself (BackfillPolicy.multi_run), from the same setting that bounds the CLI's and the
+    sensor's runs, so a backfill of every partition is never one run of unbounded memory.
+    """
+    policy = dg.BackfillPolicy.multi_run(max_partitions_per_run=videos_per_run)
+    return [a.with_attributes(backfill_policy=policy) if a.partitions_def else a for a in assets]
+
+
 def build_definitions(
     resources: dict[str, object] | None = None, executor: dg.ExecutorDefinition | None = None
 ) -> dg.Definitions:
@@ -41,6 +51,7 @@ def build_definitions(
     resources = {**resources_from_env(), **(resources or {})}
     model_id = getattr(resources.get("embeddings"), "model_id", None)
     assets = with_embedder_version(ingestion_assets, model_id) if model_id else ingestion_assets
+    assets = with_run_size(assets, settings.max_videos_per_run())
     return dg.Definitions(
         assets=[*assets, *tuning_assets, *evaluation_assets],
         asset_checks=pipeline_checks,

@@ -51,7 +51,7 @@ def unchanged_report(
     partitions = ledger.current_partitions(home) if ledger else None
     if partitions is None:
         return None
-    fingerprint_of = fingerprint_function(as_held(resources["embeddings"]), resources["chunker"])
+    fingerprint_of = fingerprint_function(resources["embeddings"], resources["chunker"])
     folder = source_folder(resources["transcript_source"])
     catalog, result = reconcile_folder(
         folder, home, ledger.stored(), fingerprint_of, only=only, allow_removal=allow_removal, wait=True

@@ -1,10 +1,12 @@
 """A sensor on the data folder: dropping, editing or deleting a file is enough to (re-)ingest or remove videos."""
 
+import json
+
 import dagster as dg
 
 from pstuts_pipeline.defs.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.defs.partitions import video_partitions
-from pstuts_pipeline.defs.reconcile import plan_tick
+from pstuts_pipeline.defs.reconcile import plan_tick, tick_signature
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
 from pstuts_pipeline.settings import DEFAULT_SENSOR_INTERVAL_S
 
@@ -23,16 +25,26 @@ def build_folder_sensor(interval_s: int = DEFAULT_SENSOR_INTERVAL_S) -> dg.Senso
         embeddings: EmbeddingsResource,
         chunker: ChunkerResource,
         qdrant: QdrantResource,
-    ) -> dg.SensorResult:
-        """Reconciles the folder with Qdrant: batched range runs for new or changed videos, one removal run."""
+    ) -> dg.SensorResult | dg.SkipReason:
+        """Reconciles the folder with Qdrant: batched range runs for new or changed videos, one removal run.
+
+        Its cursor keeps the signature of a tick that found nothing to do and what it said: while the folder, the
+        collection and the settings keep that signature, a tick answers from it without reading a file or Qdrant.
+        """
+        signature = tick_signature(context.instance, transcript_source, embeddings, chunker, qdrant)
+        last = json.loads(context.cursor) if context.cursor else {}
+        if last.get("signature") == signature:
+            return dg.SkipReason(f"unchanged since the last look: {last['said']}")
         plan = plan_tick(context.instance, transcript_source, embeddings, chunker, qdrant, trigger="sensor")
         for line in plan.warnings:
             context.log.warning(line)
         additions = [video_partitions.build_add_request(plan.new_partitions)] if plan.new_partitions else []
+        said = plan.skip_reason if not additions else None
         return dg.SensorResult(
             run_requests=plan.run_requests,
             dynamic_partitions_requests=additions,
-            skip_reason=plan.skip_reason if not additions else None,
+            skip_reason=said,
+            cursor=json.dumps({"signature": signature, "said": said} if plan.settled else {}),
         )
 
     return transcript_folder_sensor

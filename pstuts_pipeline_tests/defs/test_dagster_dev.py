@@ -20,9 +20,12 @@ pytestmark = pytest.mark.slow
 KEYS = {"9001", "9002", "9003"}
 
 
+RUN_SIZE = {"PSTUTS_MAX_VIDEOS_PER_RUN": "2"}
+
+
 @pytest.fixture(scope="module")
 def space(tmp_path_factory) -> Workspace:
-    return Workspace(tmp_path_factory.mktemp("dagster_dev"), "user", QUICK_SENSOR)
+    return Workspace(tmp_path_factory.mktemp("dagster_dev"), "user", {**QUICK_SENSOR, **RUN_SIZE})
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +44,18 @@ def test_a_fresh_home_gets_the_project_instance_settings(space, dev):
         assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
 
 
-def test_files_dropped_in_are_one_batched_run_and_edits_and_removals_follow(space, dev):
+def test_files_dropped_in_are_batched_runs_and_edits_and_removals_follow(space, dev):
     runs = ingest_runs(dev)
-    assert ranges(runs[:1]) == [("9001", "9003")] and runs[0]["status"] == "SUCCESS"
+    assert ranges(runs[:2]) == [("9001", "9002"), ("9003", "9003")], "runs of PSTUTS_MAX_VIDEOS_PER_RUN (2) videos"
+    assert all(r["status"] == "SUCCESS" for r in runs[:2])
     assert runs[0]["tags"]["pstuts/trigger"] == "sensor" and runs[0]["tags"]["pstuts/reason"] == "new video"
     assert set(stored(space)) == {9001, 9002, 9003}
 
     edited = [SAMPLE[0], {**SAMPLE[1], "title": "Healing brush, edited"}, SAMPLE[2]]
     (space.data / "videos.json").write_text(json.dumps(edited))
-    dev.wait_until(lambda: len(ingest_runs(dev)) == 2, 300, "a run for the edited video")
+    dev.wait_until(lambda: len(ingest_runs(dev)) == 3, 300, "a run for the edited video")
     dev.wait_settled()
-    assert ranges(ingest_runs(dev))[1] == ("9002", "9002")
+    assert ranges(ingest_runs(dev))[2] == ("9002", "9002")
     assert stored(space)[9002] == {"Healing brush, edited"}
 
     (space.data / "videos.json").write_text(json.dumps(edited[:2]))
@@ -59,7 +63,7 @@ def test_files_dropped_in_are_one_batched_run_and_edits_and_removals_follow(spac
     dev.wait_settled()
     [removal] = [r for r in dev.runs() if r["jobName"] == "remove_videos"]
     assert removal["status"] == "SUCCESS" and removal["tags"]["pstuts/trigger"] == "sensor"
-    assert set(stored(space)) == {9001, 9002} and len(ingest_runs(dev)) == 2
+    assert set(stored(space)) == {9001, 9002} and len(ingest_runs(dev)) == 3
     with dg.DagsterInstance.from_config(str(space.home)) as instance:
         assert set(instance.get_dynamic_partitions("videos")) == {"9001", "9002"}
 
@@ -68,10 +72,11 @@ BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill
   __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 
 
-def test_a_range_materialized_from_the_ui_is_one_run(dev):
-    """What the UI's "Materialize" on two selected partitions sends: a backfill, which the daemon runs as one run."""
+def test_a_backfill_from_the_ui_is_split_into_runs_of_the_configured_size(dev):
+    """What the UI's "Materialize" on selected partitions sends: a backfill, which Dagster's daemon splits into runs
+    of at most PSTUTS_MAX_VIDEOS_PER_RUN (2) consecutive partitions (BackfillPolicy.multi_run)."""
     params = {
-        "partitionNames": ["9001", "9002"],
+        "partitionNames": ["9001", "9002", "9003"],
         "fromFailure": False,
         "assetSelection": [{"path": [name]} for name in INGESTION_ASSET_NAMES],
     }
@@ -80,11 +85,11 @@ def test_a_range_materialized_from_the_ui_is_one_run(dev):
     backfill = answer["backfillId"]
     ran = lambda: [r for r in dev.runs() if r["tags"].get("dagster/backfill") == backfill]
     dev.wait_until(lambda: ran() and all(r["status"] == "SUCCESS" for r in ran()), 600, f"backfill {backfill}")
-    [run] = ran()
-    assert (run["tags"]["dagster/asset_partition_range_start"], run["tags"]["dagster/asset_partition_range_end"]) == (
-        "9001",
-        "9002",
+    spans = sorted(
+        (r["tags"]["dagster/asset_partition_range_start"], r["tags"]["dagster/asset_partition_range_end"])
+        for r in ran()
     )
+    assert spans == [("9001", "9002"), ("9003", "9003")]
     dev.wait_settled()
 
 

@@ -1,23 +1,32 @@
 """The data-folder sensor on the reconcile policy: against what Qdrant holds, batched range runs, removal by job."""
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from bad_input_cases import CASES
-from helpers import SAMPLE, stored_points, write_data
+from helpers import SAMPLE, settled, stored_points, write_data
 
 from pstuts_pipeline.cli.ingest import execute_request
 from pstuts_pipeline.definitions import build_definitions
+from pstuts_pipeline.defs import reconcile
 from pstuts_pipeline.defs.jobs import INGEST_JOB_NAME, REMOVE_JOB_NAME
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.reconcile import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.defs.sensors import build_folder_sensor
+from pstuts_pipeline.sources.reconciliation import CHANGED_REASON
 
 KEYS = ["9001", "9002", "9003"]
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def ticks_long_after_writes(monkeypatch):
+    """These ticks stand for ones that come long after the files were written (settling: test_removal_ingest.py)."""
+    monkeypatch.setenv("PSTUTS_SETTLE_S", "0")
 
 
 def tick(instance: dg.DagsterInstance) -> dg.SensorResult:
@@ -144,3 +153,37 @@ def test_a_removed_video_goes_through_the_removal_job_with_its_partition(ingeste
         assert point_counts(storage) == {9001: before[9001], 9002: before[9002]}
         assert set(instance.get_dynamic_partitions(video_partitions.name)) == {"9001", "9002"}
         assert not tick(instance).run_requests
+
+
+def tick_with_cursor(instance: dg.DagsterInstance, cursor: str | None) -> tuple[dg.SensorResult | dg.SkipReason, str]:
+    """A tick as the daemon runs it: given the last cursor, returning what it asked and its new cursor."""
+    with dg.build_sensor_context(instance=instance, resources=resources_from_env(), cursor=cursor) as context:
+        result = build_folder_sensor()(context)
+    return result, result.cursor if isinstance(result, dg.SensorResult) else cursor
+
+
+def test_an_unchanged_tick_answers_from_its_cursor_without_opening_qdrant(ingested, storage, monkeypatch):
+    for path in ingested.iterdir():
+        settled(path)
+    with dg.DagsterInstance.get() as instance:
+        first, cursor = tick_with_cursor(instance, None)
+        assert first.run_requests == [] and first.skip_reason.skip_message.startswith("3 videos match")
+
+        def no_store(*args, **kwargs):
+            raise AssertionError("an unchanged tick opened Qdrant")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(reconcile, "observe_store", no_store)
+            patched.setattr(reconcile, "reconcile_folder", no_store)
+            second, kept = tick_with_cursor(instance, cursor)
+        assert isinstance(second, dg.SkipReason) and kept == cursor
+        assert second.skip_message == f"unchanged since the last look: {first.skip_reason.skip_message}"
+
+        edited = [SAMPLE[0], {**SAMPLE[1], "title": "Edited while the cursor held"}]
+        (ingested / "a.json").write_text(json.dumps(edited))
+        settled(ingested / "a.json")
+        third, _ = tick_with_cursor(instance, cursor)
+        [request] = third.run_requests
+        assert (
+            request.tags["pstuts/reason"] == CHANGED_REASON and request.tags[ASSET_PARTITION_RANGE_START_TAG] == "9002"
+        )

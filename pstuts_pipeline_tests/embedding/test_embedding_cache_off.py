@@ -2,6 +2,8 @@
 the chunker's windows, embedded in one batch for all videos, are not embedded again video by video, and the
 phrases and chunks the collection step embeds next reuse the chunker's vectors."""
 
+import uuid
+
 import dagster as dg
 import pytest
 from helpers import HashEmbeddings
@@ -26,10 +28,12 @@ class CountedProvider(LocalProvider):
 
     def __init__(self, model: HashEmbeddings):
         self.model = model
+        # Its own id per test: the in-memory cache is keyed by model id and outlives a test. Not id(model): the id of
+        # a collected object is reused, so a later test could be served the vectors an earlier one cached.
+        self.unique = uuid.uuid4().hex
 
     def model_id(self, spec: embedding.EmbeddingSpec) -> str:
-        # Its own id per test: the in-memory cache is keyed by model id and outlives a test.
-        return f"counted:{id(self.model)}"
+        return f"counted:{self.unique}"
 
     def load(self, spec: embedding.EmbeddingSpec, api_key: str | None = None) -> HashEmbeddings:
         return self.model
