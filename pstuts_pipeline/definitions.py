@@ -69,6 +69,11 @@ def build_definitions(
     )
 
 
+def job_named(job_name: str) -> dg.JobDefinition:
+    """A job of the code location by name: what another process calls to rebuild it from its pointer."""
+    return build_definitions().resolve_job_def(job_name)
+
+
 @dg.definitions
 def defs() -> dg.Definitions:
     """The code location as Dagster's tools load it: built when they load it, so importing reads no settings."""

@@ -9,9 +9,6 @@
 - `add_metadata_by_partition`: `context.add_asset_metadata(..., partition_key=key)` lists the run's dynamic partitions
   from the instance again on every call to check the key (three SQLite queries per video and asset, some 4 s of a
   65-video ingest); this checks the keys once and adds to the same accumulator the public method adds to.
-- `ReconstructableRepository`: a job as a module pointer that Celery workers rebuild it from, for a run that
-  `pstuts ingest` submits with PSTUTS_EXECUTOR=celery (`dg.reconstructable` needs a job defined at module level;
-  ours are built by `build_definitions`).
 
 `pstuts_pipeline_tests/defs/test_dagster_private.py` imports each and checks its shape, so the Dagster upgrade that
 moves or changes one fails there, not in a user's sensor tick.
@@ -21,7 +18,6 @@ from collections.abc import Mapping
 
 import dagster as dg
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
-from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._core.errors import DagsterInvalidPropertyError
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
@@ -51,6 +47,5 @@ __all__ = [
     "BulkActionStatus",
     "BulkActionsFilter",
     "DagsterInvalidPropertyError",
-    "ReconstructableRepository",
     "add_metadata_by_partition",
 ]

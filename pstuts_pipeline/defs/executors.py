@@ -1,7 +1,7 @@
 """Where a run's steps execute: in the run's own process (the default) or on Celery workers (PSTUTS_EXECUTOR=celery).
 
-A Celery worker rebuilds each step's job from the code pointer its run carries: `pstuts_pipeline.definitions` (the
-module every worker has installed; what `pstuts ingest` submits with PSTUTS_EXECUTOR=celery) or the file
+A Celery worker rebuilds each step's job from the code pointer its run carries: `job_named` in
+`pstuts_pipeline.definitions` (which every worker has installed; what `pstuts ingest` submits with PSTUTS_EXECUTOR=celery) or the file
 deploy/celery/definitions.py (the daemon's code location in deploy/celery; the same path must exist on every worker).
 """
 
@@ -11,10 +11,10 @@ import dagster as dg
 import yaml
 
 from pstuts_pipeline import settings
-from pstuts_pipeline.defs.dagster_private import ReconstructableRepository
 
+# What a worker imports and calls to rebuild a job: `pstuts_pipeline.definitions.job_named(name)`.
 CODE_LOCATION_MODULE = "pstuts_pipeline.definitions"
-CODE_LOCATION_ATTRIBUTE = "defs"
+JOB_BUILDER = "job_named"
 
 
 def celery_config(visibility_timeout_s: int | None = None) -> dict[str, Any]:
@@ -61,5 +61,4 @@ def steps_run_in_run_process(executor: dg.ExecutorDefinition) -> bool:
 
 def reconstructable_job(job_name: str) -> Any:
     """A job of the code location as a pointer that other processes (Celery workers) rebuild it from."""
-    repository = ReconstructableRepository.for_module(CODE_LOCATION_MODULE, CODE_LOCATION_ATTRIBUTE)
-    return repository.get_reconstructable_job(job_name)
+    return dg.build_reconstructable_job(CODE_LOCATION_MODULE, JOB_BUILDER, reconstructable_args=(job_name,))

@@ -12,21 +12,7 @@ from pstuts_pipeline.defs.executors import steps_run_in_run_process
 from pstuts_pipeline.settings import dagster_home
 
 # The settings `pstuts ingest` and `pstuts dev` (`make dev`) write to a DAGSTER_HOME that has no dagster.yaml yet.
-DEFAULT_INSTANCE_YAML = """\
-# Written by pstuts for its instance. Local-mode Qdrant admits one writer at a time (the qdrant_writes pool), and
-# every ingest run loads torch and the embedding model: one run at a time keeps a 2-core machine responsive and
-# memory bounded. Raise both for a Qdrant server and more cores (docs/operations.md, "Production").
-concurrency:
-  pools:
-    granularity: op
-    default_limit: 1
-  runs:
-    max_concurrent_runs: 1
-nux:
-  enabled: false
-telemetry:
-  enabled: false
-"""
+DEFAULT_INSTANCE_YAML = (Path(__file__).with_name("dagster.yaml")).read_text()
 PID_TAG = "pstuts/pid"
 HOST_TAG = "pstuts/host"
 STARTED_TAG = "pstuts/process_started"

@@ -51,13 +51,6 @@ def test_a_check_evaluation_names_the_partition_and_materialization_it_checked()
     assert (evaluation.partition, evaluation.target_materialization_data.storage_id) == ("7", 1)
 
 
-def test_a_job_rebuilds_from_a_module_pointer_other_processes_can_follow() -> None:
-    repository = dagster_private.ReconstructableRepository.for_module("pstuts_pipeline.definitions", "defs")
-    job = repository.get_reconstructable_job("remove_videos")
-    assert job.get_definition().name == "remove_videos"
-    assert job.to_dict()["repository"]["pointer"]["module"] == "pstuts_pipeline.definitions"
-
-
 def test_metadata_added_by_partition_lands_on_each_partitions_own_materialization(tmp_path) -> None:
     videos = dg.DynamicPartitionsDefinition(name="videos")
 
