@@ -1,5 +1,5 @@
 # Two entry points: `make demo` (set up, ingest the sample data, search and answer a question) and `make test`.
-# `make check` is the inner loop: lint and the fast tier, about a minute.
+# `make check` is the inner loop: lint and the fast tier (durations: docs/operations.md, "Tests").
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -40,7 +40,7 @@ check: lint
 
 # The whole suite: the fast tier first (a broken build fails in minutes), then the slow tier on two pytest-xdist
 # workers, one test file each (a file's module-scoped servers and ingests stay in one process; most of its tests wait
-# on subprocesses, so two workers on two cores take 9 minutes instead of 15), listing its 15 slowest tests at the end.
+# on subprocesses, so two workers beat one on two cores), listing its 15 slowest tests at the end.
 test: check
 	$(BIN)/pytest -m slow -n 2 --dist loadfile --durations=15
 
