@@ -14,8 +14,6 @@ Nothing is chosen on dev or on the sample in data/.
 import argparse
 import json
 import os
-import pickle
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -128,12 +126,10 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from benchmarks.retrieval_benchmark import our_results
+    from benchmarks.retrieval_benchmark import cached_results, work_folder
     from pstuts_pipeline.search import confidence, evaluation
 
-    storage = (args.storage or Path(tempfile.mkdtemp(prefix="abstention_"))).resolve()
-    data_dir = storage / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
+    storage, data_dir = work_folder(args.storage, "abstention_")
     present: set[int] = set()
     for split in ("train", "dev"):
         kept = present_half(json.loads((PSTUTS_DIR / f"{split}.json").read_text()))
@@ -141,12 +137,7 @@ def main() -> None:
         (data_dir / f"{split}_half.json").write_text(json.dumps(kept))
     train = evaluation.load_questions([PSTUTS_DIR / "train.json"])
     dev = evaluation.load_questions([PSTUTS_DIR / "dev.json"])
-    cached = storage / "ranked.pickle"  # the searched results, so a second run only re-fits and re-judges
-    if cached.exists():
-        ranked = pickle.loads(cached.read_bytes())
-    else:
-        ranked, _ = our_results(data_dir, storage / "ours", train + dev)
-        cached.write_bytes(pickle.dumps(ranked))
+    ranked = cached_results(data_dir, storage, train + dev)
     ranked_train, ranked_dev = ranked[: len(train)], ranked[len(train) :]
 
     x, y = features(ranked_train, train)

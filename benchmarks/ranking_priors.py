@@ -12,8 +12,6 @@ the grid with the best train mrr@10; dev is judged with it. The collection holds
 import argparse
 import json
 import os
-import pickle
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -43,23 +41,16 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from benchmarks.retrieval_benchmark import our_results
+    from benchmarks.retrieval_benchmark import cached_results, work_folder
     from pstuts_pipeline.search import evaluation
 
-    storage = (args.storage or Path(tempfile.mkdtemp(prefix="ranking_priors_"))).resolve()
-    data = storage / "data"
-    data.mkdir(parents=True, exist_ok=True)
+    storage, data = work_folder(args.storage, "ranking_priors_")
     for name in ("train.json", "dev.json"):
         if not (data / name).exists():
             (data / name).symlink_to(PSTUTS_DIR / name)
     train = evaluation.load_questions([PSTUTS_DIR / "train.json"])
     dev = evaluation.load_questions([PSTUTS_DIR / "dev.json"])
-    cached = storage / "ranked.pickle"
-    if cached.exists():
-        ranked = pickle.loads(cached.read_bytes())
-    else:
-        ranked, _ = our_results(data, storage / "ours", train + dev)
-        cached.write_bytes(pickle.dumps(ranked))
+    ranked = cached_results(data, storage, train + dev)
     on_train, on_dev = ranked[: len(train)], ranked[len(train) :]
 
     def scored(questions: list, lists: list) -> dict[str, float]:
