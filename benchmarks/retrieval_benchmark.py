@@ -120,6 +120,25 @@ def our_results(data_dir: Path, storage: Path, questions: list) -> tuple[list[li
     return ranked, timing
 
 
+def work_folder(given: Path | None, prefix: str) -> tuple[Path, Path]:
+    """(the work folder, its data folder), both made: the one given (kept between runs) or a new temporary one."""
+    storage = (given or Path(tempfile.mkdtemp(prefix=prefix))).resolve()
+    (storage / "data").mkdir(parents=True, exist_ok=True)
+    return storage, storage / "data"
+
+
+def cached_results(data_dir: Path, storage: Path, questions: list) -> list[list]:
+    """`our_results`, kept in the work folder: a second run re-judges without ingesting or searching again."""
+    import pickle
+
+    cached = storage / "ranked.pickle"
+    if cached.exists():
+        return pickle.loads(cached.read_bytes())
+    ranked, _ = our_results(data_dir, storage / "ours", questions)
+    cached.write_bytes(pickle.dumps(ranked))
+    return ranked
+
+
 def table(rows: dict[str, dict[str, float]], questions: int) -> str:
     names = ["hit@1", "hit@3", "hit@5", "hit@10", "link@1", "link@3", "link@5", "link@10", "mrr@10"]
     reference, ours = rows["reference"], rows["ours"]

@@ -160,6 +160,14 @@ def env_weight(name: str, default: float) -> float:
     return weight
 
 
+def env_fraction(name: str, default: float) -> float:
+    """A number from 0 to 1 from the environment, refused naming the variable when it is not one."""
+    value = float(_env_number(name, default, float, "a number"))
+    if not 0 <= value <= 1:
+        raise ValueError(f"environment variable {name} is {value!r}; it must be a number from 0 to 1")
+    return value
+
+
 def max_videos_per_run() -> int:
     """How many videos one `pstuts ingest` run materializes at most (PSTUTS_MAX_VIDEOS_PER_RUN).
 

@@ -19,6 +19,7 @@ from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel,
 
 from pstuts_pipeline.answers import extractive
 from pstuts_pipeline.answers.chat import ChatError, ChatSettings, chat_model, describe_error, redact
+from pstuts_pipeline.search import confidence
 from pstuts_pipeline.search.retrieval import moment_link
 
 # Characters of the chunk after its linked sentence that the prompt shows: a 135M model reads short excerpts best.
@@ -66,10 +67,15 @@ class Answer:
     error: str | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # False: no retrieved moment answers well (`search.confidence`); `chunks` are then the nearest, weak matches.
+    answered: bool = True
+    confidence: float = 1.0  # the first chunk's
 
     def as_json(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
+            "answered": self.answered,
+            "confidence": self.confidence,
             "citations": [asdict(c) for c in self.citations],
             "chunks": [{"text": d.page_content, **d.metadata} for d in self.chunks],
             "model": self.model,
@@ -245,16 +251,40 @@ def generated_answer(question: str, documents: list[Document], llm: BaseChatMode
     )
 
 
+def first_confidence(documents: list[Document]) -> float:
+    """The first chunk's confidence; chunks from a search that gives none count as confident (as before)."""
+    return float(documents[0].metadata.get("confidence", 1.0)) if documents else 0.0
+
+
+def no_good_match(question: str, documents: list[Document]) -> Answer:
+    """No moment answers well: say so, and keep the chunks as the nearest, weak matches (no chat model is asked)."""
+    return Answer(
+        question, confidence.NO_GOOD_MATCH, [], documents, None, answered=False, confidence=first_confidence(documents)
+    )
+
+
 def answer_documents(
-    question: str, documents: list[Document], model: BaseChatModel | None, settings: ChatSettings
+    question: str,
+    documents: list[Document],
+    model: BaseChatModel | None,
+    settings: ChatSettings,
+    min_confidence: float | None = None,
 ) -> Answer:
-    """The answer to a question from chunks already retrieved (timed): callers that must let go of the store first."""
+    """The answer to a question from chunks already retrieved (timed): callers that must let go of the store first.
+
+    Under `min_confidence` (default: PSTUTS_MIN_CONFIDENCE) for the first chunk, the answer is "no good match".
+    """
     started = time.perf_counter()
+    threshold = confidence.threshold() if min_confidence is None else min_confidence
+    if documents and first_confidence(documents) < threshold:
+        return replace(no_good_match(question, documents), seconds=time.perf_counter() - started)
     if model is None:
         result = extractive_answer(question, documents)
     else:
         result = generated_answer(question, documents, model, settings)
-    return replace(result, seconds=time.perf_counter() - started)
+    return replace(
+        result, seconds=time.perf_counter() - started, confidence=first_confidence(documents), answered=bool(documents)
+    )
 
 
 def answer_chain(retriever: BaseRetriever, settings: ChatSettings, llm: BaseChatModel | None = None) -> Runnable:

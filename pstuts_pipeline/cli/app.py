@@ -4,7 +4,6 @@ import functools
 import json
 import logging
 import os
-import re
 import sys
 import time
 import warnings
@@ -38,7 +37,6 @@ def _flag_without_type(self: typer.core.TyperOption, ctx: "typer.Context") -> st
 
 
 typer.core.TyperOption.display_type_rich = _flag_without_type
-WORD = re.compile(r"\w")
 
 
 TrainFiles = Annotated[list[Path], typer.Option("--train", help="PsTuts-VQA-format file to train on (repeatable).")]
@@ -297,18 +295,46 @@ def _utf8_question(question: str) -> str:
     return question
 
 
-def _print_results(question: str, results: list, as_json: bool) -> None:
-    from pstuts_pipeline.answers.answering import mmss
+def _checked(question: str) -> str:
+    """The question as search and answers take it, or exit 2 with the same reason the API gives."""
+    from pstuts_pipeline.search.questions import QuestionError, checked_question
 
+    try:
+        return checked_question(_utf8_question(question))
+    except QuestionError as error:
+        console.print(escape(printable(str(error))), soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def _print_results(question: str, results: list, as_json: bool, threshold: float = 0.0) -> None:
+    from pstuts_pipeline.answers.answering import mmss
+    from pstuts_pipeline.search import confidence
+
+    answered = confidence.answers_well(results, threshold)
     if as_json:
-        print(json.dumps({"question": question, "results": [r.as_json() for r in results]}), flush=True)
+        reply = {
+            "question": question,
+            "answered": answered,
+            "min_confidence": threshold,
+            "note": None if answered else confidence.NO_GOOD_MATCH,
+            "results": [r.as_json() for r in results],
+        }
+        print(json.dumps(reply), flush=True)
         return
     print(f"\n? {printable(question)}")
+    if not answered:
+        print(confidence.NO_GOOD_MATCH)
     for rank, r in enumerate(results, 1):
-        print(f"{rank}. {printable(r.title)}  [{mmss(r.link_time)}]  score {r.score:.3f}")
+        weak = "" if r.confidence >= threshold else "  weak match"
+        print(f"{rank}. {printable(r.title)}  [{mmss(r.link_time)}]  confidence {percent(r.confidence)}{weak}")
         link = safe_link(r.link) if r.link else ""
         print(f"   {link}" if link else f"   at {mmss(r.link_time)} in {printable(r.source_file or r.title)}")
         print(f"   chunk {mmss(r.start)}-{mmss(r.stop)}: {printable(_snippet(r.text, r.link_sentence))}")
+
+
+def percent(value: float) -> str:
+    """A confidence as a learner reads it."""
+    return f"{100 * value:.0f}%"
 
 
 def _snippet(text: str, sentence: str, width: int = 400) -> str:
@@ -329,22 +355,18 @@ def search(
     questions: Annotated[Path | None, typer.Option(help="A file of questions, one per line.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON line per question.")] = False,
 ) -> None:
-    """Find the chunks, and the moments inside them, that answer a question."""
-    from pstuts_pipeline.search import retrieval
+    """Find the chunks, and the moments inside them, that answer a question, each with how likely it holds the answer."""
+    from pstuts_pipeline.search import confidence, retrieval
 
     if (question is None) == (questions is None):
         console.print("give either a QUESTION or --questions FILE")
         raise typer.Exit(2)
     asked = [question] if question is not None else [q.strip() for q in questions.read_text().splitlines() if q.strip()]
-    asked = [_utf8_question(q) for q in asked]
-    wordless = [q for q in asked if not WORD.search(q)]
-    if wordless or not asked:
-        # Without a word to match, search would return the collection's first chunks as if they were answers.
-        console.print(
-            f"a question needs at least one word; got {escape(printable(repr(wordless[0]))) if wordless else 'none'}",
-            soft_wrap=True,
-        )
+    if not asked:
+        console.print(f"{escape(printable(str(questions)))} holds no question", soft_wrap=True)
         raise typer.Exit(2)
+    asked = [_checked(q) for q in asked]
+    threshold = confidence.threshold()
     resources = _definitions().resources
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
     with qdrant.get_client(read_only=True) as client:
@@ -354,7 +376,68 @@ def search(
             client, qdrant.collection, model, embeddings.model_id, asked, top_k, reranker=resources["reranker"].get()
         )
         for q, results in zip(asked, ranked):
-            _print_results(q, results, as_json)
+            _print_results(q, results, as_json, threshold)
+
+
+@app.command()
+def videos(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object: the videos, and the collection.")] = False,
+) -> None:
+    """List the videos the collection holds: title, chunks, points, when ingested, from which file."""
+    import dagster as dg
+
+    from pstuts_pipeline.defs.instance import instance_for_cli
+    from pstuts_pipeline.defs.materializations import latest_by_partition
+    from pstuts_pipeline.search import vectorstore
+
+    qdrant = _definitions().resources["qdrant"]
+    with qdrant.get_client(read_only=True) as client:
+        _require_collection(client, qdrant.collection)
+        stored = vectorstore.stored_videos(client, qdrant.collection)
+    with instance_for_cli() as instance:
+        latest = latest_by_partition(instance, dg.AssetKey("qdrant_collection"), [str(v) for v in stored])
+    rows = []
+    for video_id, video in stored.items():
+        record = latest.get(str(video_id))
+        materialization = record.asset_materialization if record else None
+        written = materialization.metadata.get("points_written") if materialization else None
+        rows.append(
+            {
+                "video_id": video_id,
+                "title": video["title"],
+                "chunks": written.value if written is not None else None,
+                "points": video["points"],
+                "ingested": _iso(record.timestamp) if record else None,
+                "source_file": video["source_file"],
+            }
+        )
+    if as_json:
+        print(json.dumps({"collection": qdrant.collection, "videos": rows}), flush=True)
+        return
+    table = Table(title=f"{len(rows)} videos in {escape(printable(repr(qdrant.collection)))}")
+    for name, justify in [("video", "right"), ("title", "left"), ("chunks", "right"), ("points", "right")]:
+        table.add_column(name, justify=justify)
+    table.add_column("ingested (UTC)")
+    table.add_column("file")
+    for row in rows:
+        table.add_row(
+            str(row["video_id"]),
+            escape(printable(row["title"])),
+            "?" if row["chunks"] is None else str(row["chunks"]),
+            str(row["points"]),
+            row["ingested"] or "?",
+            escape(printable(row["source_file"])),
+        )
+    Console(width=max(Console().width, 130)).print(table)
+    if any(row["ingested"] is None for row in rows):
+        console.print("?: not ingested through this Dagster instance (DAGSTER_HOME)", soft_wrap=True)
+
+
+def _iso(timestamp: float) -> str:
+    """A materialization's time, to the second, in UTC."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 HOW_TO_GENERATE = (
@@ -373,7 +456,7 @@ def ask(
     from pstuts_pipeline.answers.answering import answer_chain, mmss
     from pstuts_pipeline.search.langchain_retriever import PstutsRetriever
 
-    question = _utf8_question(question)
+    question = _checked(question)
     resources = _definitions().resources
     embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
     # Answering only reads the collection: a read-only folder opens as it does for `search`.
@@ -403,6 +486,12 @@ def ask(
     print(f"\n? {printable(question)}\n{body}")
     for citation in answer.citations:
         print(f"  [{mmss(citation.time)}] {printable(citation.title)}  {safe_link(citation.link)}".rstrip())
+    if answer.answered:
+        print(f"  confidence that a moment answers this: {percent(answer.confidence)}")
+    for chunk in [] if answer.answered else answer.chunks:
+        meta = chunk.metadata
+        where = f"[{mmss(float(meta['link_time']))}] {printable(meta['title'])}  {safe_link(meta.get('link') or '')}"
+        print(f"  weak match ({percent(float(meta.get('confidence', 0.0)))}): {where}".rstrip())
     print(f"({printable(answer.model or 'extractive')}, {time.perf_counter() - COMMAND_STARTED:.1f} s)")
 
 
@@ -416,7 +505,7 @@ def serve(
     """The learner's ask page and its JSON API: answers that play the video from the cited moment (docs/serving.md)."""
     import uvicorn
 
-    from pstuts_pipeline.web.app import create_app
+    from pstuts_pipeline.web.app import allowed_hosts, create_app
     from pstuts_pipeline.web.engine import Engine
 
     engine = Engine.from_resources(_definitions().resources)
@@ -429,7 +518,7 @@ def serve(
             f"[yellow]listening on {escape(host)}: the page has no login, anyone who reaches it can ask[/yellow]"
         )
     console.print(f"ask page on http://{escape(host)}:{port}/  (API schema: /openapi.json)")
-    uvicorn.run(create_app(engine), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(engine, allowed_hosts(host)), host=host, port=port, log_level="warning")
 
 
 def _evaluate_answers(questions: list, sample: int, top_k: int, as_json: bool) -> None:

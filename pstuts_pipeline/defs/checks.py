@@ -14,6 +14,7 @@ from pstuts_pipeline.chunking.chunker import TimedChunk
 from pstuts_pipeline.defs.assets.chunks import phrases_of, timestamped_chunks
 from pstuts_pipeline.defs.assets.collection import qdrant_collection
 from pstuts_pipeline.defs.dagster_private import AssetCheckEvaluationTargetMaterializationData
+from pstuts_pipeline.defs.materializations import latest_by_partition
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource
 from pstuts_pipeline.search import vectorstore
@@ -25,20 +26,11 @@ def checked_materializations(
     instance: dg.DagsterInstance, asset_key: dg.AssetKey, partitions: list[str]
 ) -> dict[str, AssetCheckEvaluationTargetMaterializationData]:
     """Each partition's latest materialization, which the UI shows the verdict beside (two queries for the run)."""
-    latest = instance.get_latest_storage_id_by_partition(
-        asset_key, dg.DagsterEventType.ASSET_MATERIALIZATION, set(partitions)
-    )
-    if not latest:
-        return {}
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=asset_key, storage_ids=list(latest.values())), limit=len(latest)
-    ).records
-    partition_of = {storage_id: partition for partition, storage_id in latest.items()}
     return {
-        partition_of[record.storage_id]: AssetCheckEvaluationTargetMaterializationData(
+        partition: AssetCheckEvaluationTargetMaterializationData(
             run_id=record.event_log_entry.run_id, storage_id=record.storage_id, timestamp=record.timestamp
         )
-        for record in records
+        for partition, record in latest_by_partition(instance, asset_key, partitions).items()
     }
 
 

@@ -176,11 +176,16 @@ class PartitionedJsonIOManager(dg.ConfigurableIOManager):
             self._write(self._path(context.asset_key, key), obj[key])
 
     def load_input(self, context: dg.InputContext) -> Any:
+        """The stored value(s); a missing or unreadable upstream fails the step at once: retrying cannot help it."""
         asset_key = context.asset_key
-        if not context.has_asset_partitions:
-            return self._read(self._path(asset_key, None))
-        # The input is {partition: value}, as the consumer declares it: each file holds one value of the dict's value type.
-        wanted = context.dagster_type.typing_type
-        args = typing.get_args(wanted) if typing.get_origin(wanted) is dict else ()
-        expected = shape_of(args[1]) if len(args) == 2 else None
-        return {key: self._read(self._path(asset_key, key), expected) for key in context.asset_partition_keys}
+        try:
+            if not context.has_asset_partitions:
+                return self._read(self._path(asset_key, None))
+            # The input is {partition: value}, as the consumer declares it: each file holds one value of the dict's
+            # value type.
+            wanted = context.dagster_type.typing_type
+            args = typing.get_args(wanted) if typing.get_origin(wanted) is dict else ()
+            expected = shape_of(args[1]) if len(args) == 2 else None
+            return {key: self._read(self._path(asset_key, key), expected) for key in context.asset_partition_keys}
+        except (FileNotFoundError, ValueError) as error:
+            raise dg.Failure(str(error), allow_retries=False) from None

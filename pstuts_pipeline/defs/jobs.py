@@ -27,10 +27,24 @@ def delete_video_points(context: dg.OpExecutionContext, config: RemovedVideosCon
     """Delete the points and the partitions of videos that are no longer in the data folder."""
     record_run_process(context)
     known = set(context.instance.get_dynamic_partitions(video_partitions.name))
+    removed: dict[int, int] = {}
     with qdrant.get_client() as client:
         for video_id in config.video_ids:
-            removed = vectorstore.delete_video(client, qdrant.collection, video_id)
-            context.log.info(f"video {video_id}: removed {removed} points from {qdrant.collection}")
+            removed[video_id] = vectorstore.delete_video(client, qdrant.collection, video_id)
+            context.log.info(f"video {video_id}: removed {removed[video_id]} points from {qdrant.collection}")
+        exists = client.collection_exists(qdrant.collection)
+        points = client.count(qdrant.collection, exact=True).count if exists else 0
+    # The collection's page in the UI shows this beside the last ingest's figures: the true count after a removal.
+    context.log_event(
+        dg.AssetObservation(
+            asset_key=dg.AssetKey("qdrant_collection"),
+            metadata={
+                "collection_points": points,
+                "videos_removed": dg.MetadataValue.json(sorted(config.video_ids)),
+                "points_removed": sum(removed.values()),
+            },
+        )
+    )
     for video_id in config.video_ids:
         if str(video_id) in known:
             context.instance.delete_dynamic_partition(video_partitions.name, str(video_id))

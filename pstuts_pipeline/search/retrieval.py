@@ -18,7 +18,7 @@ from langchain_core.embeddings import Embeddings
 from qdrant_client import QdrantClient, models
 
 from pstuts_pipeline import settings as env_settings
-from pstuts_pipeline.search import lexical, local_index, reranking, temporal, vectorstore
+from pstuts_pipeline.search import confidence, lexical, local_index, reranking, temporal, vectorstore
 
 # Candidates asked of each ranking; the fused top-k comes from their union.
 CANDIDATES = 100
@@ -76,6 +76,9 @@ class SearchResult:
     source_file: str = ""
     # Each phrase of the chunk as (begin seconds, text), so an answer can quote a phrase and cite its own moment.
     phrases: list[tuple[float, str]] = field(default_factory=list)
+    # How likely this chunk holds the answer (0-1, `search.confidence`), and the first-stage signals it comes from.
+    confidence: float = 0.0
+    signals: dict[str, float] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,12 +90,18 @@ def dense_query_text(question: str) -> str:
     return stripped or question
 
 
+def phrase_signals(
+    question_vector: np.ndarray, sentence_vectors: np.ndarray, sentence_texts: list[str], question: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each phrase's cosine to the question and the share of the question's terms it contains."""
+    return sentence_vectors @ question_vector, np.asarray(lexical.term_share(question, sentence_texts))
+
+
 def sentence_scores(
     question_vector: np.ndarray, sentence_vectors: np.ndarray, sentence_texts: list[str], question: str
 ) -> np.ndarray:
     """How well each phrase of a chunk answers the question: dense similarity plus a share of shared terms."""
-    dense = sentence_vectors @ question_vector
-    share = np.asarray(lexical.term_share(question, sentence_texts))
+    dense, share = phrase_signals(question_vector, sentence_vectors, sentence_texts, question)
     return dense + LINK_TERM_WEIGHT * share
 
 
@@ -136,6 +145,9 @@ class Candidate:
     link_scores: np.ndarray  # one per spoken phrase; empty when the record has no phrase vectors
     choice: int = 0  # the linked phrase, a position in `spoken`
     link_from: Candidate | None = None  # a neighbour whose phrase the link moved to (temporal relink)
+    # The linked phrase's cosine and term share, which `confidence` reads (fixed when the candidate is made).
+    cosine: float = 0.0
+    term_share: float = 0.0
 
 
 def candidate(record: models.Record, score: float, question_vector: np.ndarray, question: str) -> Candidate:
@@ -146,12 +158,18 @@ def candidate(record: models.Record, score: float, question_vector: np.ndarray, 
     spoken = [i for i, (a, b) in enumerate(spans) if b > a] or [0]
     texts = [text[slice(*spans[i])] for i in spoken]
     vectors = np.asarray((record.vector or {}).get(vectorstore.SENTENCE_VECTORS) or [], dtype=np.float32)
-    scores = sentence_scores(question_vector, vectors, texts, question) if len(vectors) == len(spoken) else np.zeros(0)
-    return Candidate(record, score, spoken, texts, scores, int(np.argmax(scores)) if len(scores) else 0)
+    if len(vectors) != len(spoken):
+        return Candidate(record, score, spoken, texts, np.zeros(0), 0)
+    dense, share = phrase_signals(question_vector, vectors, texts, question)
+    scores = dense + LINK_TERM_WEIGHT * share
+    best = int(np.argmax(scores))
+    return Candidate(
+        record, score, spoken, texts, scores, best, cosine=float(dense[best]), term_share=float(share[best])
+    )
 
 
-def to_result(found: Candidate) -> SearchResult:
-    """Shape a candidate as a result linked to its chosen phrase."""
+def to_result(found: Candidate, rank: int = 1) -> SearchResult:
+    """Shape a candidate as a result linked to its chosen phrase, with its confidence at this rank."""
     payload = found.record.payload or {}
     meta = payload["metadata"]
     text = payload["page_content"]
@@ -160,6 +178,7 @@ def to_result(found: Candidate) -> SearchResult:
     choice = linked.spoken[linked.choice]
     link_time = float(link_meta["speech_start_stop_times"][choice][0])
     a, b = link_meta["phrase_char_spans"][choice]
+    signals = confidence.signals(found.cosine, found.term_share, rank)
     return SearchResult(
         video_id=meta["video_id"],
         title=meta["title"],
@@ -177,6 +196,8 @@ def to_result(found: Candidate) -> SearchResult:
         phrases=[
             (float(t[0]), text[a:b]) for t, (a, b) in zip(meta["speech_start_stop_times"], meta["phrase_char_spans"])
         ],
+        confidence=confidence.probability(signals) if len(found.link_scores) else 0.0,
+        signals=signals,
     )
 
 
@@ -351,7 +372,7 @@ def second_stage(
         pools.append(pool)
     if reranker:
         pools = rerank(reranker, questions, pools, top_k)
-    return [[to_result(found) for found in pool] for pool in pools]
+    return [[to_result(found, rank) for rank, found in enumerate(pool, 1)] for pool in pools]
 
 
 def search_many(

@@ -273,3 +273,22 @@ def points_of_videos(
         if offset is None:
             break
     return {v: sorted(points, key=lambda p: p.payload["metadata"]["chunk_index"]) for v, points in found.items()}
+
+
+def stored_videos(client: QdrantClient, collection: str) -> dict[int, dict[str, Any]]:
+    """Each stored video's title, source file and point count, in one scroll of the payloads (`pstuts videos`)."""
+    found: dict[int, dict[str, Any]] = {}
+    if not client.collection_exists(collection):
+        return found
+    fields = [VIDEO_ID_FIELD, "metadata.title", "metadata.source_file"]
+    offset = None
+    while True:
+        points, offset = client.scroll(collection, limit=4096, offset=offset, with_payload=fields, with_vectors=False)
+        for point in points:
+            meta = (point.payload or {}).get("metadata", {})
+            video = found.setdefault(
+                meta.get("video_id"), {"title": meta.get("title", ""), "source_file": meta.get("source_file", "")}
+            )
+            video["points"] = video.get("points", 0) + 1
+        if offset is None:
+            return dict(sorted(found.items(), key=lambda item: item[0]))

@@ -19,7 +19,7 @@ from langchain_core.language_models import BaseChatModel
 
 from pstuts_pipeline.answers.answering import Answer, answer_documents, mmss
 from pstuts_pipeline.answers.chat import ChatSettings, chat_model
-from pstuts_pipeline.search import reranking, retrieval
+from pstuts_pipeline.search import confidence, reranking, retrieval
 from pstuts_pipeline.search.langchain_retriever import result_document
 from pstuts_pipeline.web.media import MediaIndex, player
 from pstuts_pipeline.web.schemas import AskReply, Moment, Result, Status
@@ -51,6 +51,8 @@ class Engine:
     llm: BaseChatModel | None = None
     # What the engine holds beyond a question (the local store's open copy), let go when the server stops.
     on_close: Callable[[], None] | None = None
+    # Under this a first result is "no good match" (PSTUTS_MIN_CONFIDENCE, read when the engine is made).
+    min_confidence: float = field(default_factory=confidence.threshold)
     # Local-mode Qdrant admits one client per folder, also within a process: one question at a time opens it.
     _store: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -127,7 +129,8 @@ class Engine:
             found = retrieval.search(
                 client, self.collection, self.embeddings, self.model_id, question, top_k, reranker=self.reranker
             )
-        answer = answer_documents(question, [result_document(r) for r in found], self.llm, self.chat)
+        documents = [result_document(r) for r in found]
+        answer = answer_documents(question, documents, self.llm, self.chat, self.min_confidence)
         return self._reply(answer, found)
 
     def _reply(self, answer: Answer, found: list[retrieval.SearchResult]) -> AskReply:
@@ -143,10 +146,13 @@ class Engine:
             )
             for c in answer.citations
         ]
-        results = [result(rank, r, local) for rank, r in enumerate(found, 1)]
+        results = [result(rank, r, local, self.min_confidence) for rank, r in enumerate(found, 1)]
         return AskReply(
             question=answer.question,
             answer=answer.answer,
+            answered=answer.answered,
+            confidence=answer.confidence,
+            min_confidence=self.min_confidence,
             model=answer.model,
             citations=citations,
             results=results,
@@ -157,7 +163,7 @@ class Engine:
         )
 
 
-def result(rank: int, found: retrieval.SearchResult, local: dict[int, Path]) -> Result:
+def result(rank: int, found: retrieval.SearchResult, local: dict[int, Path], min_confidence: float = 0.0) -> Result:
     """A search result as the page shows it: the chunk cut around its linked sentence, and how to play the moment."""
     at = found.text.find(found.link_sentence) if found.link_sentence else -1
     before, sentence, after = (
@@ -170,6 +176,8 @@ def result(rank: int, found: retrieval.SearchResult, local: dict[int, Path]) -> 
         video_id=found.video_id,
         title=found.title,
         score=found.score,
+        confidence=found.confidence,
+        weak=found.confidence < min_confidence,
         time=found.link_time,
         mmss=mmss(found.link_time),
         chunk_mmss=f"{mmss(found.start)}-{mmss(found.stop)}",

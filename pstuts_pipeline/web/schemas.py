@@ -10,7 +10,7 @@ from pstuts_pipeline.web.media import Player
 class AskRequest(BaseModel):
     """A learner's question."""
 
-    question: str = Field(min_length=1, max_length=1000, description="The question, in words.")
+    question: str = Field(max_length=1000, description="The question, with at least one letter or digit.")
     top_k: int = Field(default=3, ge=1, le=20, description="Chunks retrieved, shown and given to the chat model.")
 
 
@@ -30,7 +30,9 @@ class Result(BaseModel):
     rank: int
     video_id: int
     title: str
-    score: float
+    score: float = Field(description="The fused search score: for ranking, not a probability.")
+    confidence: float = Field(description="How likely this chunk holds the answer, 0-1 (calibrated on PsTuts-VQA).")
+    weak: bool = Field(description="Its confidence is under the server's min_confidence: a weak match.")
     time: float
     mmss: str
     chunk_mmss: str = Field(description="The chunk's span, mm:ss-mm:ss.")
@@ -45,6 +47,9 @@ class AskReply(BaseModel):
 
     question: str
     answer: str
+    answered: bool = Field(description="False: no retrieved moment answers well; the results are the nearest, weak.")
+    confidence: float = Field(description="The first result's confidence, 0-1.")
+    min_confidence: float = Field(description="The confidence under which a result counts as a weak match.")
     model: str | None = Field(description="The chat model that wrote the answer; null: extractive.")
     citations: list[Moment]
     results: list[Result]

@@ -93,6 +93,33 @@ def test_ingest_search_and_dagster_cli_rematerialize(cli_env, storage):
     assert {"video_id", "title", "url", "start", "stop", "link_time", "link", "score", "text"} <= set(top)
     assert top["video_id"] == 9003 and top["start"] <= top["link_time"] <= top["stop"]
     assert top["link"] == f"{top['url']}#t={top['link_time']:.1f}"
+    assert (
+        answer["answered"]
+        and 0 < top["confidence"] < 1
+        and set(top["signals"]) == {"cosine", "term_share", "inverse_rank"}
+    )
+
+    # No sample video adds text: both commands say so, and show the nearest moments as weak.
+    unanswered = "How do I add text to a photo?"
+    weak = json.loads(run([str(BIN / "pstuts"), "search", unanswered, "--json"], cli_env).stdout)
+    assert not weak["answered"] and weak["note"].startswith("No moment in these videos answers this well")
+    assert all(r["confidence"] < weak["min_confidence"] for r in weak["results"])
+    asked = run([str(BIN / "pstuts"), "ask", unanswered], cli_env)
+    assert asked.returncode == 0 and "No moment in these videos answers this well" in asked.stdout
+    assert asked.stdout.count("weak match (") == 3 and "[00:" in asked.stdout
+    asked = json.loads(run([str(BIN / "pstuts"), "ask", unanswered, "--json"], cli_env).stdout)
+    assert not asked["answered"] and asked["citations"] == [] and len(asked["chunks"]) == 3
+
+    listed = run([str(BIN / "pstuts"), "videos", "--json"], cli_env)
+    assert listed.returncode == 0, listed.stderr
+    videos = {v["video_id"]: v for v in json.loads(listed.stdout)["videos"]}
+    assert sorted(map(str, videos)) == SAMPLE_VIDEOS
+    assert {v: videos[v]["points"] for v in videos} == point_counts(storage)
+    assert all(v["chunks"] == v["points"] and v["ingested"] for v in videos.values())
+    assert videos[9004]["source_file"] == "9004-sharpen-with-unsharp-mask.vtt"
+    assert videos[9003]["title"] == "Free Transform a layer"
+    table = run([str(BIN / "pstuts"), "videos"], cli_env)
+    assert "4 videos in 'pstuts_transcripts'" in table.stdout and "Free Transform a layer" in table.stdout
 
     questions = storage / "questions.txt"
     questions.write_text("How do I straighten a crooked horizon?\nWhich brush removes small blemishes?\n")

@@ -20,11 +20,14 @@ from pstuts_pipeline.search.retrieval import SearchResult
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("question", ["", "   ", "\t?!"])
-def test_a_question_without_a_word_is_refused_in_one_line(monkeypatch, capsys, question):
-    code, out, err = run_main(monkeypatch, capsys, "search", question)
+@pytest.mark.parametrize("command", ["search", "ask"])
+@pytest.mark.parametrize("question", ["", "   ", "\t?!", "___"])
+def test_a_question_without_a_word_is_refused_in_one_line_by_search_and_ask_alike(
+    monkeypatch, capsys, command, question
+):
+    code, out, err = run_main(monkeypatch, capsys, command, question)
     assert code == 2 and out == ""
-    assert err.startswith("a question needs at least one word; got ") and "NoneType" not in err
+    assert err == f"a question needs at least one word (a letter or digit); got {question.strip()!r}\n"
 
 
 def test_titles_and_snippets_cannot_drive_the_terminal(capsys):

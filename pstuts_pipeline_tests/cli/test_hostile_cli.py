@@ -104,6 +104,7 @@ def test_ask_escapes_the_answer_titles_and_links(store, monkeypatch, capsys):
         "Use\\x1b[2J crop.",
         "Second line\\u202e",
         "  [00:03] Title\\n1. forged\\x1b]8;;http://evil\\x07link  (link not shown: javascript: scheme)",
+        "  confidence that a moment answers this: 100%",
     ]
 
 

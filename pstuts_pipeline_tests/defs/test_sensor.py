@@ -152,6 +152,11 @@ def test_a_removed_video_goes_through_the_removal_job_with_its_partition(ingeste
         launch(instance, result)
         assert point_counts(storage) == {9001: before[9001], 9002: before[9002]}
         assert set(instance.get_dynamic_partitions(video_partitions.name)) == {"9001", "9002"}
+        # The collection's overview shows the count the store holds now, not the last ingest's.
+        latest = instance.fetch_observations(dg.AssetKey("qdrant_collection"), limit=1).records[0]
+        shown = {k: v.value for k, v in latest.asset_observation.metadata.items()}
+        assert shown["collection_points"] == before[9001] + before[9002] and shown["videos_removed"] == [9003]
+        assert shown["points_removed"] == before[9003]
         assert not tick(instance).run_requests
 
 

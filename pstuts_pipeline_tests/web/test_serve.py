@@ -27,7 +27,7 @@ from benchmarks.ask_page import wait_until
 from pstuts_pipeline.answers.chat import ChatSettings
 from pstuts_pipeline.defs.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.defs.resources import resources_from_env
-from pstuts_pipeline.web.app import create_app
+from pstuts_pipeline.web.app import allowed_hosts, create_app
 from pstuts_pipeline.web.engine import Engine
 from pstuts_pipeline.web.media import MediaIndex, Player, player, scan
 
@@ -150,11 +150,51 @@ def test_a_store_held_by_an_ingest_is_a_503_naming_the_lock_not_a_hang(tmp_path)
     )
 
 
-def test_questions_without_words_are_refused_and_media_routes_take_only_a_video_id(tmp_path) -> None:
+@pytest.mark.parametrize("question", ["", " ?! ", "___"])
+def test_questions_without_words_are_refused_with_the_clis_words_in_one_shape(tmp_path, question) -> None:
+    refused = TestClient(create_app(stand_in_engine(tmp_path))).post("/api/ask", json={"question": question})
+    assert refused.status_code == 422
+    assert refused.json() == {
+        "detail": f"a question needs at least one word (a letter or digit); got {question.strip()!r}"
+    }
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"question": "How do I crop?", "top_k": 1e1000}',
+        b'{"question": "How do I crop?", "top_k": NaN}',
+        b'{"question": "How do I crop?", "top_k": -Infinity}',
+        b'{"question": "How do I \\ud800 crop?"}',
+        b'{"question": 12}',
+        b"not json",
+    ],
+)
+def test_bad_input_is_a_json_4xx_never_a_500(tmp_path, body) -> None:
+    client = TestClient(create_app(stand_in_engine(tmp_path)), raise_server_exceptions=False)
+    refused = client.post("/api/ask", content=body, headers={"content-type": "application/json"})
+    assert refused.status_code == 422 and refused.headers["content-type"] == "application/json"
+    assert isinstance(refused.json()["detail"], str) and len(refused.json()["detail"]) < 300
+
+
+def test_a_422_quotes_only_a_short_excerpt_of_a_long_question(tmp_path) -> None:
+    refused = TestClient(create_app(stand_in_engine(tmp_path))).post("/api/ask", json={"question": "crop " * 20_000})
+    assert refused.status_code == 422 and len(refused.text) < 300
+    assert refused.json()["detail"].startswith("question: String should have at most 1000 characters (got 'crop crop")
+
+
+def test_only_the_bound_address_names_are_answered_against_dns_rebinding(tmp_path) -> None:
+    app = create_app(stand_in_engine(tmp_path), allowed_hosts("127.0.0.1"))
+    for base in ("http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000"):
+        assert TestClient(app, base_url=base).get("/api/status").status_code == 200, base
+    for base in ("http://attacker.example:8000", "http://127.0.0.1.attacker.example"):
+        refused = TestClient(app, base_url=base).get("/api/status")
+        assert refused.status_code == 400 and "is not served here" in refused.json()["detail"], base
+    assert allowed_hosts("0.0.0.0") is None and allowed_hosts("10.0.0.5") == ["10.0.0.5"]
+
+
+def test_media_routes_take_only_a_video_id(tmp_path) -> None:
     client = TestClient(create_app(stand_in_engine(tmp_path)))
-    refused = client.post("/api/ask", json={"question": " ?! "})
-    assert refused.status_code == 422 and refused.json()["detail"] == "a question needs at least one word"
-    assert client.post("/api/ask", json={"question": ""}).status_code == 422
     assert client.get("/media/9004").status_code == 404
     for path in ("/media/..%2F..%2Fetc%2Fpasswd", "/media/9004.webm", "/static/..%2F..%2Fcli.py"):
         assert client.get(path).status_code in (404, 422), path
@@ -246,7 +286,7 @@ def test_a_learner_asks_sees_cited_moments_and_the_video_plays_from_the_cited_mo
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(server)
-    wait_until(page, "document.getElementById('status').textContent.includes('chunks in')")
+    wait_until(page, "document.getElementById('status-details').textContent.includes('chunks in')")
     ask_on_page(page, "How do I sharpen a soft photo with Unsharp Mask?")
     page.screenshot(path=str(tmp_path / "1-answer.png"), full_page=True)
     assert page.text_content("#answer").strip()
@@ -298,6 +338,46 @@ def test_a_web_page_is_a_link_and_a_script_url_is_no_link_at_all(server, browser
     page.locator("#citations .citation button").first.click()
     page.locator("#no-source").wait_for(state="visible")
     assert "javascript:" not in page.content()
+
+
+@pytest.mark.slow
+def test_a_question_no_video_answers_says_so_and_shows_the_nearest_moments_as_weak(server, browser, tmp_path) -> None:
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page.goto(server)
+    wait_until(page, "document.getElementById('status-details').textContent.includes('chunks in')")
+    assert page.text_content("#status").startswith("Ask a question")  # the collection's figures are details
+    assert not page.locator("#status-details").is_visible()
+    ask_on_page(page, "How do I add text to a photo?")
+    assert page.text_content("#answer").startswith("No moment in these videos answers this well")
+    assert page.text_content("#results-title") == "Nearest moments (weak matches)"
+    assert page.locator("#citations .citation").count() == 0 and page.locator("#citations-title").is_hidden()
+    assert page.locator("#results .result.weak").count() == 3
+    assert "weak match (" in page.text_content("#results .result .verdict")
+    details = page.locator("#results .result .details").first
+    assert not details.locator("div").first.is_visible()  # ids and scores behind the toggle
+    page.screenshot(path=str(tmp_path / "5-no-good-match.png"), full_page=True)
+    details.locator("summary").click()
+    assert details.locator("div").first.is_visible() and "search score" in details.text_content()
+
+    ask_on_page(page, "How do I crop and straighten a photo?")
+    assert "confidence that a moment answers this" in page.text_content("#answer-meta")
+    assert "likely answer (" in page.text_content("#results .result .verdict")
+    print(f"screenshots in {tmp_path}")
+
+
+@pytest.mark.slow
+def test_a_source_the_browser_cannot_play_shows_a_message_and_a_plain_link(server, browser, tmp_path) -> None:
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page.goto(server)
+    ask_on_page(page, "How do I open Free Transform?")  # 9003's url is an .mp4 on example.com, unreachable here
+    page.locator("#results .result button").first.click()
+    page.locator("#media-error").wait_for(state="visible", timeout=30_000)
+    assert page.text_content("#media-error-text").startswith("This video cannot be played here.")
+    link = page.locator("#media-error-link")
+    assert link.get_attribute("href").startswith("https://example.com/videos/9003.mp4#t=")
+    assert link.get_attribute("rel") == "noopener noreferrer" and page.locator("#player").is_hidden()
+    page.screenshot(path=str(tmp_path / "6-cannot-play.png"), full_page=True)
+    print(f"screenshots in {tmp_path}")
 
 
 @pytest.mark.slow

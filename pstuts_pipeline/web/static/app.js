@@ -44,8 +44,11 @@ function play(moment) {
   video.hidden = true;
   $("player-link").hidden = true;
   $("no-source").hidden = true;
+  $("media-error").hidden = true;
   if (source && moment.player.kind === "video") {
     video.hidden = false;
+    video.dataset.source = source;
+    video.dataset.mmss = moment.mmss;
     video.dataset.time = String(moment.time);
     const start = () => {
       video.currentTime = moment.time;
@@ -68,10 +71,48 @@ function play(moment) {
   }
 }
 
+// The browser could not play the source (e.g. a page that is not a video, a codec it lacks): say so, and link it.
+function mediaFailed() {
+  const video = $("player");
+  const source = safeSource(video.dataset.source || "");
+  if (!source || source.startsWith("/media/")) {
+    $("media-error-text").textContent = "This video cannot be played here.";
+    $("media-error-link").hidden = true;
+  } else {
+    $("media-error-text").textContent = "This video cannot be played here. ";
+    $("media-error-link").href = source;
+    $("media-error-link").textContent = "Open it at " + (video.dataset.mmss || "0:00") + " (" + new URL(source).host + ")";
+    $("media-error-link").hidden = false;
+  }
+  video.hidden = true;
+  $("media-error").hidden = false;
+}
+
+function percent(value) {
+  return Math.round(100 * value) + "%";
+}
+
+// What a learner reads about a result: whether it likely answers, in words; the numbers are in its details.
+function verdict(result) {
+  return result.weak ? "weak match (" + percent(result.confidence) + ")" : "likely answer (" + percent(result.confidence) + ")";
+}
+
+function details(lines) {
+  const box = element("details", undefined, "details");
+  box.append(element("summary", "Details"));
+  for (const line of lines) box.append(element("div", line, "meta"));
+  return box;
+}
+
 function showAnswer(reply) {
   $("answer").textContent = reply.answer;
-  const how = reply.model ? "written by " + reply.model : "extractive: the best-matching sentence";
-  $("answer-meta").textContent = how + (reply.error ? " (chat model failed: " + reply.error + ")" : "");
+  $("answer").classList.toggle("weak", !reply.answered);
+  const how = reply.model ? "written by " + reply.model : "the best-matching sentence of the videos";
+  $("answer-meta").textContent = reply.answered
+    ? how + " · confidence that a moment answers this: " + percent(reply.confidence) + (reply.error ? " (chat model failed: " + reply.error + ")" : "")
+    : "The nearest moments are below, marked as weak matches: they may not answer your question.";
+  $("results-title").textContent = reply.answered ? "Moments in the videos" : "Nearest moments (weak matches)";
+  $("citations-title").hidden = !reply.citations.length;
   const citations = $("citations");
   citations.replaceChildren();
   for (const moment of reply.citations) {
@@ -85,11 +126,17 @@ function showAnswer(reply) {
     const item = element("li", undefined, "result");
     const chunk = element("p", undefined, "chunk");
     chunk.append(result.before, element("mark", result.sentence), result.after);
+    item.className = result.weak ? "result weak" : "result";
     item.append(
       momentButton(result),
       element("span", result.title, "title"),
-      element("span", " · chunk " + result.chunk_mmss + " · score " + result.score.toFixed(2), "meta"),
+      element("span", " · " + verdict(result), "verdict"),
       chunk,
+      details([
+        "video " + result.video_id + " · passage " + result.chunk_mmss,
+        "confidence " + result.confidence.toFixed(3) + " (weak under " + reply.min_confidence + ") · search score " +
+          result.score.toFixed(3),
+      ]),
     );
     results.append(item);
   }
@@ -135,9 +182,11 @@ async function ask(event) {
 async function showStatus() {
   try {
     const status = await (await fetch("/api/status")).json();
+    // The problem is said once, as the error; the collection's figures are for those who open the details.
     $("status").textContent = status.problem
-      ? status.problem
-      : status.points + " chunks in " + status.collection + " · answers: " + status.answers;
+      ? "Not ready to answer yet."
+      : "Ask a question: the answer plays the moment of the tutorial that says it.";
+    $("status-details").textContent = status.points + " chunks in " + status.collection + " · answers: " + status.answers;
     if (status.problem) showError(status.problem);
   } catch (error) {
     $("status").textContent = "The server could not be reached.";
@@ -146,5 +195,6 @@ async function showStatus() {
 
 document.addEventListener("DOMContentLoaded", () => {
   $("ask-form").addEventListener("submit", ask);
+  $("player").addEventListener("error", mediaFailed);
   showStatus();
 });
