@@ -197,6 +197,8 @@ class TickPlan:
     new_partitions: list[str] = field(default_factory=list)
     skip_reason: str | None = None
     warnings: list[str] = field(default_factory=list)
+    # The data folder's errors (`summarize_errors`) when this tick read the folder; None when it did not get that far.
+    refused: list[str] | None = None
 
 
 def summarize_errors(catalog: Catalog, most: int = 5) -> list[str]:
@@ -229,7 +231,8 @@ def plan_tick(
         plan.skip_reason = f"waiting for {', '.join(busy[:5])} to finish before comparing the folder with Qdrant"
         return plan
     catalog = load_catalog(source.path())
-    plan.warnings += summarize_errors(catalog)
+    plan.refused = summarize_errors(catalog)
+    plan.warnings += plan.refused
     home = None if instance.is_ephemeral else Path(instance.root_directory)
     try:
         view = observe_store(qdrant, home, lock_timeout_s=TICK_LOCK_TIMEOUT_S)
