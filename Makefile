@@ -16,22 +16,32 @@ PIP_QUIET := $(if $(V),,-qq)
 QUIET_ENV := $(if $(V),,PYTHONWARNINGS=ignore)
 VERBOSE := $(if $(V),-v,)
 
+# What the demo, `pstuts` and `make dev` need: the project without extras.
 $(BIN)/pstuts: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(QUIET_ENV) $(BIN)/pip install $(PIP_QUIET) --upgrade pip
 	$(QUIET_ENV) $(BIN)/pip install $(PIP_QUIET) $(TORCH)
+	$(QUIET_ENV) $(BIN)/pip install $(PIP_QUIET) -c constraints.txt -e .
+	@# `source .venv/bin/activate` then points dg and dagster at the project's instance (telemetry off), not ~/.dagster.
+	grep -q DAGSTER_HOME $(BIN)/activate || echo "export DAGSTER_HOME=\"$$($(BIN)/python -c \
+		'from pstuts_pipeline.defs.instance import prepare_home; print(prepare_home())')\"" >> $(BIN)/activate
+	touch $@
+
+# Every extra, for the tests and the servers they start: pytest and Playwright (dev), PostgreSQL (postgres), the
+# local chat server (chat), Celery workers (celery).
+$(VENV)/.extras: $(BIN)/pstuts
 	$(QUIET_ENV) $(BIN)/pip install $(PIP_QUIET) -c constraints.txt -e '.[dev,postgres,chat,celery]'
 	touch $@
 
-setup: $(BIN)/pstuts
+setup: $(VENV)/.extras
 
-demo: setup
+demo: $(BIN)/pstuts
 	$(BIN)/pstuts $(VERBOSE) ingest
 	$(BIN)/pstuts $(VERBOSE) search "$(QUESTION)" --top-k 3
 	$(BIN)/pstuts $(VERBOSE) ask "$(QUESTION)"
 
 # The UI, the folder sensor and the schedules, on the project's instance (.storage/dagster_home unless DAGSTER_HOME).
-dev: setup
+dev: $(BIN)/pstuts
 	$(BIN)/pstuts dev
 
 # The fast tier: no real model, no Dagster subprocesses, no servers (pytest -m "not slow").

@@ -217,6 +217,8 @@ class TickPlan:
     # Nothing to do, and nothing left for a later tick (no file still being written or unreadable): the same folder,
     # store and settings will give the same answer, so the sensor may skip the next tick while they stay the same.
     settled: bool = False
+    # The data folder's errors (`summarize_errors`) when this tick read the folder; None when it did not get that far.
+    refused: list[str] | None = None
 
 
 def summarize_errors(catalog: Catalog, most: int = 5) -> list[str]:
@@ -258,7 +260,8 @@ def plan_tick(
         keep_in_ledger(qdrant, home, view)
     fingerprint_of = fingerprint_function(embeddings, chunker)
     catalog, result = reconcile_folder(source.path(), home, view.stored, fingerprint_of, force=force)
-    plan.warnings += summarize_errors(catalog)
+    plan.refused = summarize_errors(catalog)
+    plan.warnings += plan.refused
     if result.removal_refused:
         plan.warnings.append(result.removal_refused)
     order, plan.new_partitions = partition_order(instance.get_dynamic_partitions(video_partitions.name), catalog)

@@ -33,6 +33,7 @@ def build_folder_sensor(interval_s: int = DEFAULT_SENSOR_INTERVAL_S) -> dg.Senso
         """
         signature = tick_signature(context.instance, transcript_source, embeddings, chunker, qdrant)
         last = json.loads(context.cursor) if context.cursor else {}
+        last = last if isinstance(last, dict) else {}  # a cursor of an older version: start afresh
         if last.get("signature") == signature:
             return dg.SkipReason(f"unchanged since the last look: {last['said']}")
         plan = plan_tick(context.instance, transcript_source, embeddings, chunker, qdrant, trigger="sensor")
@@ -40,11 +41,34 @@ def build_folder_sensor(interval_s: int = DEFAULT_SENSOR_INTERVAL_S) -> dg.Senso
             context.log.warning(line)
         additions = [video_partitions.build_add_request(plan.new_partitions)] if plan.new_partitions else []
         said = plan.skip_reason if not additions else None
+        events, refused = refused_files_events(last.get("refused"), plan.refused, str(transcript_source.path()))
+        state = {"refused": refused, **({"signature": signature, "said": said} if plan.settled else {})}
         return dg.SensorResult(
             run_requests=plan.run_requests,
             dynamic_partitions_requests=additions,
             skip_reason=said,
-            cursor=json.dumps({"signature": signature, "said": said} if plan.settled else {}),
+            asset_events=events,
+            cursor=json.dumps(state),
         )
 
     return transcript_folder_sensor
+
+
+def refused_files_events(
+    last: list[str] | None, refused: list[str] | None, folder: str
+) -> tuple[list[dg.AssetObservation], list[str] | None]:
+    """An observation of raw_transcripts naming the refused files, videos and fields, each time that list changes.
+
+    The UI shows it on the asset's page (and the tick's log has the same lines); an empty list says they are fixed.
+    The cursor keeps the last list, so an unchanged folder logs nothing new.
+    """
+    if refused is None or refused == last:
+        return [], last
+    if last is None and not refused:
+        return [], refused
+    metadata = {
+        "refused_videos": dg.MetadataValue.int(sum(line.startswith("not ingested: ") for line in refused)),
+        "errors": dg.MetadataValue.json(refused),  # data, not markdown: the lines quote the files
+        "data_folder": dg.MetadataValue.path(folder),
+    }
+    return [dg.AssetObservation(asset_key=dg.AssetKey("raw_transcripts"), metadata=metadata)], refused

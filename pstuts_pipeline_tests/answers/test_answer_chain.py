@@ -21,6 +21,15 @@ from pstuts_pipeline.search.langchain_retriever import PstutsRetriever
 
 pytestmark = pytest.mark.slow
 QUESTIONS = 4
+# These tests judge the answers themselves, so every question is answered; "no good match" is tested with the CLI
+# (cli/test_cli.py), the page (web/test_serve.py) and measured in benchmarks/abstention.py.
+ALWAYS_ANSWER = {"PSTUTS_MIN_CONFIDENCE": "0"}
+
+
+@pytest.fixture(autouse=True)
+def always_answer(monkeypatch) -> None:
+    for name, value in ALWAYS_ANSWER.items():
+        monkeypatch.setenv(name, value)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +57,7 @@ def ask_cli(searchable, question: str, env: dict[str, str]) -> tuple[dict, str]:
         capture_output=True,
         text=True,
         timeout=600,
-        env={k: v for k, v in {**os.environ, **searchable["env"], **env}.items() if v is not None},
+        env={k: v for k, v in {**os.environ, **searchable["env"], **ALWAYS_ANSWER, **env}.items() if v is not None},
     )
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout.strip().splitlines()[-1]), run.stderr

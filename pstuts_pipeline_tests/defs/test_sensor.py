@@ -129,6 +129,30 @@ def test_a_bad_file_is_reported_and_its_videos_kept(case, ingested, storage, cap
             ]
 
 
+def test_a_refused_file_is_an_observation_naming_it_until_it_is_fixed(ingested, storage):
+    def observe(instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
+        with dg.build_sensor_context(instance=instance, resources=resources_from_env(), cursor=cursor) as context:
+            return build_folder_sensor()(context)
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        clean = observe(instance, None)
+        assert not clean.asset_events  # nothing refused, nothing to say
+        apply_partition_requests(instance, clean)
+        expected = CASES["malformed JSON"](ingested)
+        refused = observe(instance, clean.cursor)
+        [event] = refused.asset_events
+        shown = {k: v.value for k, v in event.metadata.items()}
+        assert (
+            event.asset_key == dg.AssetKey("raw_transcripts") and shown["refused_videos"] == 2
+        )  # 9002 and 9001 in the same file
+        assert any(next(iter(expected.values())).splitlines()[0] in line for line in shown["errors"])
+        assert shown["data_folder"] == str(ingested)
+        assert not observe(instance, refused.cursor).asset_events  # unchanged: said once
+        write_data(ingested)  # the file fixed
+        [cleared] = observe(instance, refused.cursor).asset_events
+        assert cleared.metadata["refused_videos"].value == 0 and cleared.metadata["errors"].value == []
+
+
 def test_a_missing_folder_removes_nothing(ingested, storage, tmp_path, capsys):
     with dg.DagsterInstance.ephemeral() as instance:
         apply_partition_requests(instance, tick(instance))

@@ -94,7 +94,7 @@ function percent(value) {
 
 // What a learner reads about a result: whether it likely answers, in words; the numbers are in its details.
 function verdict(result) {
-  return result.weak ? "weak match (" + percent(result.confidence) + ")" : "likely answer (" + percent(result.confidence) + ")";
+  return (result.weak ? "weak match (" : "match (") + percent(result.confidence) + ")";
 }
 
 function details(lines) {
