@@ -27,9 +27,9 @@ def delete_video_points(context: dg.OpExecutionContext, config: RemovedVideosCon
     """Delete the points and the partitions of videos that are no longer in the data folder."""
     record_run_process(context)
     known = set(context.instance.get_dynamic_partitions(video_partitions.name))
-    with qdrant.get_client() as client:
+    with qdrant.get_store() as store:
         for video_id in config.video_ids:
-            removed = vectorstore.delete_video(client, qdrant.collection, video_id)
+            removed = vectorstore.delete_video(store, video_id)
             context.log.info(f"video {video_id}: removed {removed} points from {qdrant.collection}")
     for video_id in config.video_ids:
         if str(video_id) in known:

@@ -1,14 +1,14 @@
-"""What the last reconcile saw in Qdrant (and the CLI in the Dagster instance), so a no-op needs neither.
+"""What the last reconcile saw in the store (and the CLI in the Dagster instance), so a no-op needs neither.
 
-Opening local-mode Qdrant loads the whole collection, and importing Dagster's instance storage and Qdrant's
-client takes seconds, while an unchanged data folder needs none of it. After each reconcile the ledger records
-the videos' stored fingerprints, stamped with the Qdrant files they were read from (size, modification time,
-inode and first bytes: SQLite's change counter, the WAL's salts); the CLI adds the registered partitions,
+Opening the store, importing Dagster's instance storage and the engine take time that an unchanged data folder
+does not need (docs/benchmarks.md measures what the ledger saves). After each reconcile the ledger records the
+videos' stored fingerprints, stamped with the store's record file (size, modification time, inode and first
+bytes), whose token every Edge writer renews before its first write; the CLI adds the registered partitions,
 stamped with the instance's files. While those files are untouched, the record is what a fresh read would
-return; any write, by us or anyone else, moves a stamp and sends the next reconcile the slow way. Only
-local-mode Qdrant and Dagster's default SQLite storage have files to stamp; with a server or other storage
-that part is not used. The sensor relies on the Qdrant part only: under `dagster dev` the instance's files
-change every few seconds. No Dagster or Qdrant imports.
+return; any write, by us or anyone else, moves a stamp and sends the next reconcile the slow way. Only a local
+store and Dagster's default SQLite storage have files to stamp; with a server or other storage that part is not
+used. The sensor relies on the store part only: under `dagster dev` the instance's files change every few
+seconds. No Dagster or Qdrant imports.
 """
 
 import hashlib
@@ -42,8 +42,9 @@ def sqlite_files(database: Path) -> list[Path]:
 
 
 def qdrant_local_files(qdrant_path: Path, collection: str) -> list[Path]:
-    """The files a local-mode Qdrant collection lives in (qdrant-client's layout)."""
-    return [qdrant_path / "meta.json", *sqlite_files(qdrant_path / "collection" / collection / "storage.sqlite")]
+    """The files that change when a local collection does: the record every Edge writer renews before it writes
+    (`search/edge_store.py`), and the shard's config (gone with the shard)."""
+    return [qdrant_path / f"{collection}.json", qdrant_path / collection / "edge_config.json"]
 
 
 def dagster_partition_files(dagster_home: Path) -> list[Path] | None:

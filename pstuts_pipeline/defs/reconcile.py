@@ -77,9 +77,9 @@ def read_store(qdrant: QdrantResource, lock_timeout_s: float | None = None) -> t
     """The fingerprints stored per video, and the collection's point count."""
     from pstuts_pipeline.search import vectorstore
 
-    with qdrant.get_client(lock_timeout_s=lock_timeout_s) as client:
-        stored = vectorstore.stored_fingerprints(client, qdrant.collection)
-        points = client.count(qdrant.collection, exact=True).count if client.collection_exists(qdrant.collection) else 0
+    with qdrant.get_store(lock_timeout_s=lock_timeout_s) as store:
+        stored = vectorstore.stored_fingerprints(store)
+        points = store.count()
     return stored, points
 
 

@@ -39,8 +39,8 @@ def data_folder(tmp_path, pstuts_files, monkeypatch) -> Path:
 def points_by_id(resources: dict) -> dict[str, dict]:
     """Every stored point: payload and vectors, to compare before and after."""
     qdrant = resources["qdrant"]
-    with qdrant.get_client() as client:
-        points, _ = client.scroll(qdrant.collection, limit=10_000, with_payload=True, with_vectors=True)
+    with qdrant.get_store() as store:
+        points, _ = store.scroll(limit=10_000, with_payload=True, with_vectors=True)
     return {str(p.id): {"payload": p.payload, "vector": p.vector} for p in points}
 
 
@@ -98,8 +98,8 @@ def test_the_ledger_gives_way_to_any_other_write(data_folder, storage, instance,
     victim = before[next(iter(before))]["payload"]["metadata"]["video_id"]
     from pstuts_pipeline.search import vectorstore
 
-    with resources["qdrant"].get_client() as client:
-        assert vectorstore.delete_video(client, resources["qdrant"].collection, victim) > 0
+    with resources["qdrant"].get_store() as store:
+        assert vectorstore.delete_video(store, victim) > 0
     assert unchanged_report(fields_of(resources)) is None
     repaired = ingest(defs, instance)
     assert repaired.plan.to_ingest == [str(victim)] and len(repaired.run_ids) == 1
