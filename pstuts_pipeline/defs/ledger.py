@@ -42,9 +42,9 @@ def sqlite_files(database: Path) -> list[Path]:
 
 
 def qdrant_local_files(qdrant_path: Path, collection: str) -> list[Path]:
-    """The files that change when a local collection does: the record every Edge writer renews before it writes
-    (`search/edge_store.py`), and the shard's config (gone with the shard)."""
-    return [qdrant_path / f"{collection}.json", qdrant_path / collection / "edge_config.json"]
+    """The file that changes when a local collection does: the record every Edge writer renews before it writes
+    (`search/edge_store.py`). Not the shard's own files: Edge rewrites its edge_config.json on every load."""
+    return [qdrant_path / f"{collection}.json"]
 
 
 def dagster_partition_files(dagster_home: Path) -> list[Path] | None:

@@ -125,3 +125,24 @@ def test_migrate_store_copies_every_point_and_keeps_the_old_folder(tmp_path, mon
     }
     code, _, err = run_main(monkeypatch, capsys, "migrate-store")  # nothing left to migrate: said, not done twice
     assert code == 1 and "is not a qdrant-client local-mode folder: nothing to migrate" in err
+
+
+def test_reading_leaves_the_ledgers_stamps_alone_and_any_write_moves_them(tmp_path) -> None:
+    """The no-op ingest skips the store while these stamps hold: a read must keep them, every kind of write move them."""
+    from pstuts_pipeline.defs.ledger import qdrant_local_files, stamps
+
+    folder = tmp_path / "qdrant"
+    written_then_deleted_by_filter(folder).close()
+    watched = qdrant_local_files(folder, COLLECTION)
+    before = stamps(watched)
+    with QdrantResource(path=str(folder)).get_store() as store:  # a reconcile's read: Edge rewrites its own config
+        assert vectorstore.stored_fingerprints(store) == {1: {"f1"}, 3: {"f1"}}
+    assert stamps(watched) == before
+    for write in (
+        lambda store: vectorstore.delete_video(store, 3),
+        lambda store: store.upsert([chunk_point(random.Random(5), 9, 0)]),
+    ):
+        with QdrantResource(path=str(folder)).get_store() as store:
+            write(store)
+        assert stamps(watched) != before
+        before = stamps(watched)
