@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import qdrant_edge as edge
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from qdrant_client import models
 
 from pstuts_pipeline.search.store import Selection, Store
 
 EXACT = edge.SearchParams(exact=True)
+WANTED = ".wanted."  # <collection>.wanted.<pid>.<thread>: a user waiting for the lock
 
 
 class LocalModeFolderError(RuntimeError):
@@ -32,8 +34,16 @@ class LocalModeFolderError(RuntimeError):
 
 
 def store_lock(folder: Path, collection: str, timeout_s: float) -> FileLock:
-    """The lock every user of a collection's shard takes before opening it (ingest, search, the ask page)."""
-    return FileLock(str(folder / f"{collection}.lock"), timeout=timeout_s)
+    """The lock every user of a collection's shard takes before opening it (ingest, search, the ask page).
+
+    Not thread-local: the ask page opens the store in one thread and may close it in another.
+    """
+    return FileLock(str(folder / f"{collection}.lock"), timeout=timeout_s, thread_local=False)
+
+
+def others_waiting(folder: Path, collection: str) -> bool:
+    """Whether another user waits for the collection's lock (the ask page, which keeps the store open, lets go)."""
+    return any(folder.glob(f"{collection}{WANTED}*"))
 
 
 def is_local_mode_folder(folder: Path) -> bool:
@@ -161,13 +171,28 @@ class EdgeStore(Store):
         self._written = False
         folder.mkdir(parents=True, exist_ok=True)
         self._lock = store_lock(folder, collection, lock_timeout_s)
-        self._lock.acquire()
+        self._acquire(lock_timeout_s)
         try:
             refuse_local_mode(folder)
             self._shard: edge.EdgeShard | None = edge.EdgeShard.load(str(self.path)) if self._has_shard() else None
         except BaseException:
             self._lock.release()
             raise
+
+    def _acquire(self, timeout_s: float) -> None:
+        """Take the lock; while waiting for it, say so in a marker file, so a holder that can let go does."""
+        try:
+            self._lock.acquire(timeout=0)
+            return
+        except Timeout:
+            if timeout_s <= 0:
+                raise
+        marker = self.folder / f"{self.collection}{WANTED}{os.getpid()}.{threading.get_ident()}"
+        marker.touch()
+        try:
+            self._lock.acquire(timeout=timeout_s)
+        finally:
+            marker.unlink(missing_ok=True)
 
     def _has_shard(self) -> bool:
         return (self.path / "segments").is_dir()

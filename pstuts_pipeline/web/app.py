@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Request, Response
@@ -31,7 +33,13 @@ PROBLEMS = {503: {"model": Problem, "description": "The collection is missing, e
 def create_app(engine: Engine) -> FastAPI:
     """The app over one engine. Swagger's /docs page is off: it loads its scripts from a CDN; /openapi.json stays."""
 
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.close()  # before uvicorn re-raises the SIGTERM that stopped it: Python's exit hooks never run then
+
     app = FastAPI(
+        lifespan=lifespan,
         title="pstuts ask",
         summary="Answers to Photoshop questions, citing the moments in the tutorial videos.",
         docs_url=None,

@@ -1,16 +1,16 @@
 """What the page asks of the project: search and answer a question with the domain modules, shaped for the API.
 
-The embedder (and the chat model's client) are made once per server process. The store is opened per question and
-let go before the answer is worded: Qdrant Edge holds a local folder in one process at a time, so `pstuts ingest`
-writes between questions (a question waits up to LOCK_TIMEOUT_S for a write step to end); opening it is cheap.
+The embedder (and the chat model's client) are made once per server process. A local store is kept open between
+questions and let go whenever another process waits for it (`web/held_store.py`): Qdrant Edge holds a folder in one
+process at a time, so `pstuts ingest` writes between questions (a question waits up to LOCK_TIMEOUT_S for a write
+step to end). A server's client is opened per question.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from pstuts_pipeline.answers.answering import Answer, answer_documents, mmss
 from pstuts_pipeline.answers.chat import ChatSettings, chat_model
 from pstuts_pipeline.search import reranking, retrieval
 from pstuts_pipeline.search.langchain_retriever import result_document
+from pstuts_pipeline.web.held_store import HeldStore
 from pstuts_pipeline.web.media import MediaIndex, player
 from pstuts_pipeline.web.schemas import AskReply, Moment, Result, Status
 
@@ -48,8 +49,8 @@ class Engine:
     media: MediaIndex
     reranker: reranking.Reranker | None = None
     llm: BaseChatModel | None = None
-    # Qdrant Edge admits one handle per folder, also within a process: one question at a time opens it.
-    _store: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # What the engine holds beyond a question (the local store, kept open), let go when the server stops.
+    on_close: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         if self.llm is None and self.chat.enabled:
@@ -60,18 +61,29 @@ class Engine:
         """An engine on the resources `pstuts search` and `pstuts ask` use (settings.py's environment)."""
         embeddings, qdrant = resources["embeddings"], resources["qdrant"]
 
+        from pstuts_pipeline.search.edge_store import others_waiting
+
         def open_store() -> contextlib.AbstractContextManager[Store]:
             return qdrant.get_store(read_only=True, lock_timeout_s=LOCK_TIMEOUT_S)
 
+        held = (
+            None if qdrant.url else HeldStore(open_store, lambda: others_waiting(qdrant.local_path, qdrant.collection))
+        )
         return cls(
-            open_store=open_store,
+            open_store=held.use if held else open_store,
             collection=qdrant.collection,
             embeddings=embeddings.query_embeddings(),
             model_id=embeddings.model_id,
             chat=resources["chat_model"].settings(),
             media=MediaIndex(resources["transcript_source"].path()),
             reranker=resources["reranker"].get(),
+            on_close=held.close if held else None,
         )
+
+    def close(self) -> None:
+        """Let go of what the engine holds between questions."""
+        if self.on_close:
+            self.on_close()
 
     def warm_up(self) -> None:
         """Load the embedder now, so the first learner does not wait for it."""
@@ -81,15 +93,14 @@ class Engine:
     def _opened(self) -> Iterator[Store]:
         from filelock import Timeout
 
-        with self._store:
-            try:
-                with self.open_store() as store:
-                    yield store
-            except Timeout as error:
-                # filelock's message names the lock file, so the operator can see which store is held.
-                raise CollectionUnavailable(
-                    f"{error} another process (an ingest?) is writing the Qdrant store: ask again when it is done"
-                ) from None
+        try:
+            with self.open_store() as store:
+                yield store
+        except Timeout as error:
+            # filelock's message names the lock file, so the operator can see which store is held.
+            raise CollectionUnavailable(
+                f"{error} another process (an ingest?) is writing the Qdrant store: ask again when it is done"
+            ) from None
 
     def _require_points(self, store: Store) -> int:
         if not store.exists():
