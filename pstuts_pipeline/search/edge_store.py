@@ -42,8 +42,21 @@ def store_lock(folder: Path, collection: str, timeout_s: float) -> FileLock:
 
 
 def others_waiting(folder: Path, collection: str) -> bool:
-    """Whether another user waits for the collection's lock (the ask page, which keeps the store open, lets go)."""
-    return any(folder.glob(f"{collection}{WANTED}*"))
+    """Whether another user waits for the collection's lock (the ask page, which keeps the store open, lets go).
+
+    A marker left by a waiter that died (kill -9) is removed: its process id no longer runs.
+    """
+    waiting = False
+    for marker in folder.glob(f"{collection}{WANTED}*"):
+        pid = int(marker.name.removeprefix(f"{collection}{WANTED}").split(".")[0])
+        try:
+            os.kill(pid, 0)
+            waiting = True
+        except ProcessLookupError:
+            marker.unlink(missing_ok=True)
+        except PermissionError:
+            waiting = True  # another user's process: it runs
+    return waiting
 
 
 def is_local_mode_folder(folder: Path) -> bool:

@@ -1,6 +1,7 @@
 """The ask page's store: kept open between questions, handed to another process that waits for it, then opened again
 to see what that process wrote."""
 
+import os
 import subprocess
 import sys
 import threading
@@ -62,3 +63,14 @@ def test_a_writer_waiting_for_the_store_gets_it_and_the_next_question_sees_its_w
         assert page.opens == 2 and not others_waiting(folder, COLLECTION)
     finally:
         page.close()
+
+
+def test_a_marker_left_by_a_waiter_that_died_is_not_waited_for(tmp_path) -> None:
+    folder = tmp_path / "qdrant"
+    small_collection(folder)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    marker = folder / f"{COLLECTION}.wanted.{int(dead.stdout)}.1"
+    marker.touch()
+    assert not others_waiting(folder, COLLECTION) and not marker.exists()
+    (folder / f"{COLLECTION}.wanted.{os.getpid()}.1").touch()
+    assert others_waiting(folder, COLLECTION)
