@@ -104,6 +104,8 @@ def keep_in_ledger(
     view: StoreView,
     partitions: list[str] | None = None,
     partition_stamps: dict[str, ledgers.Stamp] | None = None,
+    sources: dict[str, ledgers.Stamp] | None = None,
+    settings: str = "",
 ) -> None:
     """Write what was observed to the ledger, so the next reconcile with nothing to do can skip Qdrant."""
     if view.stamps is None or qdrant.url:
@@ -117,6 +119,8 @@ def keep_in_ledger(
             points=view.points,
             partitions=partitions,
             partition_stamps=partition_stamps,
+            sources=sources,
+            settings=settings,
         ),
     )
 

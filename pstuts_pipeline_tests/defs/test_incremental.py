@@ -66,7 +66,7 @@ def texts_of(video: dict, chunk_texts: list[str]) -> set[str]:
 
 
 @pytest.mark.slow
-def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, storage, instance):
+def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, storage, instance, monkeypatch):
     resources = resources_from_env()
     defs = build_definitions(resources)
     first = ingest(defs, instance)
@@ -79,10 +79,20 @@ def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, stora
     assert instance.get_runs_count() == runs_before
     assert points_by_id(resources) == before and again.points_in_collection == len(before)
 
-    # The CLI's shortcut reaches the same verdict from the ledger, without opening Qdrant or the instance.
+    # The CLI's shortcut reaches the same verdict from the ledger, without opening Qdrant or the instance, and
+    # without reading the data folder's files, which it found untouched.
+    def no_reading(*args: object) -> None:
+        raise AssertionError("the data folder was read")
+
+    monkeypatch.setattr("pstuts_pipeline.cli.report.load_catalog", no_reading)
     quick = unchanged_report(resource_fields_from_env())
     assert quick is not None and quick.from_ledger
     assert quick.plan.unchanged == again.plan.unchanged and quick.points_in_collection == len(before)
+    # A file touched (even to the same text) sends the check back to reading the folder.
+    touched = next(data_folder.glob("*.json"))
+    touched.write_text(touched.read_text())
+    with pytest.raises(AssertionError, match="the data folder was read"):
+        unchanged_report(resource_fields_from_env())
 
 
 @pytest.mark.slow
