@@ -24,10 +24,11 @@ from pstuts_pipeline.defs.resources import (
     EmbeddingsResource,
     QdrantResource,
     TranscriptSource,
+    fields_of,
     fingerprint_function,
 )
 from pstuts_pipeline.settings import max_videos_per_run
-from pstuts_pipeline.sources import Catalog, load_catalog
+from pstuts_pipeline.sources import Catalog, load_catalog, source_files
 from pstuts_pipeline.sources.reconciliation import REMOVED_REASON, Reconciliation, reconcile
 
 INGEST_JOB_NAME = "ingest_videos"
@@ -211,6 +212,32 @@ def summarize_errors(catalog: Catalog, most: int = 5) -> list[str]:
     return lines
 
 
+def unchanged_folder(
+    instance: dg.DagsterInstance,
+    home: Path,
+    source: TranscriptSource,
+    embeddings: EmbeddingsResource,
+    chunker: ChunkerResource,
+    qdrant: QdrantResource,
+) -> int:
+    """How many videos the ledger proves unchanged without reading the data folder (0: no proof).
+
+    The proof: the store untouched since an ingest found every video of the folder stored as it is, the folder's
+    files untouched since, the same settings, and every one of its videos still registered as a partition.
+    """
+    ledger = None if qdrant.url else ledgers.read_ledger(qdrant.local_path, qdrant.collection, home)
+    if ledger is None:
+        return 0
+    settings = ledgers.settings_key(
+        fields_of({"transcript_source": source, "embeddings": embeddings, "chunker": chunker})
+    )
+    if not ledger.sources_unchanged(source_files(source.path()), settings):
+        return 0
+    if not set(ledger.fingerprints) <= set(instance.get_dynamic_partitions(video_partitions.name)):
+        return 0
+    return len(ledger.fingerprints)
+
+
 def plan_tick(
     instance: dg.DagsterInstance,
     source: TranscriptSource,
@@ -232,9 +259,16 @@ def plan_tick(
     if busy:
         plan.skip_reason = f"waiting for {', '.join(busy[:5])} to finish before comparing the folder with Qdrant"
         return plan
+    home = None if instance.is_ephemeral else Path(instance.root_directory)
+    if (
+        not force
+        and home is not None
+        and (unchanged := unchanged_folder(instance, home, source, embeddings, chunker, qdrant))
+    ):
+        plan.skip_reason = f"{unchanged} videos match what Qdrant holds; nothing to ingest or remove (files untouched)"
+        return plan
     catalog = load_catalog(source.path())
     plan.warnings += summarize_errors(catalog)
-    home = None if instance.is_ephemeral else Path(instance.root_directory)
     try:
         view = observe_store(qdrant, home, lock_timeout_s=TICK_LOCK_TIMEOUT_S)
     except Timeout:

@@ -17,7 +17,7 @@ from pstuts_pipeline.chunking.transcripts import load_catalog, normalize_text
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.cli.report import unchanged_report
 from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.defs.reconcile import fingerprint_function, ingest_ranges, read_store, reconcile
+from pstuts_pipeline.defs.reconcile import fingerprint_function, ingest_ranges, plan_tick, read_store, reconcile
 from pstuts_pipeline.defs.resources import fields_of, resources_from_env
 from pstuts_pipeline.resource_fields import resource_fields_from_env
 
@@ -88,11 +88,18 @@ def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, stora
     quick = unchanged_report(resource_fields_from_env())
     assert quick is not None and quick.from_ledger
     assert quick.plan.unchanged == again.plan.unchanged and quick.points_in_collection == len(before)
+    # The sensor's tick reaches it too, from the instance's partitions and the same proof.
+    monkeypatch.setattr("pstuts_pipeline.defs.reconcile.load_catalog", no_reading)
+    r = defs.resources
+    tick = plan_tick(instance, r["transcript_source"], r["embeddings"], r["chunker"], r["qdrant"], trigger="sensor")
+    assert tick.run_requests == [] and tick.skip_reason.endswith("nothing to ingest or remove (files untouched)")
     # A file touched (even to the same text) sends the check back to reading the folder.
     touched = next(data_folder.glob("*.json"))
     touched.write_text(touched.read_text())
     with pytest.raises(AssertionError, match="the data folder was read"):
         unchanged_report(resource_fields_from_env())
+    with pytest.raises(AssertionError, match="the data folder was read"):
+        plan_tick(instance, r["transcript_source"], r["embeddings"], r["chunker"], r["qdrant"], trigger="sensor")
 
 
 @pytest.mark.slow
