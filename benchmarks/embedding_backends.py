@@ -91,8 +91,8 @@ def one_backend(
     link_into(data_dir, FILES)
     defs, report, row["ingest_in_process_s"] = ingest_collection("", data_dir, storage / "store")
     qdrant = defs.resources["qdrant"]
-    with qdrant.get_client() as client:
-        points, _ = client.scroll(qdrant.collection, limit=100_000, with_payload=["page_content"])
+    with qdrant.get_store() as store:
+        points, _ = store.scroll(limit=100_000, with_payload=["page_content"])
     row["collection_model"] = defs.resources["embeddings"].model_id
     chunks = [p.payload["page_content"] for p in points]
     row["chunks"] = len(chunks)

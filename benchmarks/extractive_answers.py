@@ -28,10 +28,9 @@ def main() -> None:
     resources = resources_from_env()
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
     questions = metrics.sample_questions(evaluation.load_questions([PSTUTS_DIR / "dev.json"]), metrics.SAMPLE_SIZE)
-    with qdrant.get_client() as client:
+    with qdrant.get_store() as store:
         answers, _, seconds = metrics.answer_questions(
-            client,
-            qdrant.collection,
+            store,
             embeddings.query_embeddings(),
             embeddings.model_id,
             questions,

@@ -66,8 +66,8 @@ def measure(defs, questions: list, asked: list, reranker, latency_sample: int) -
     embeddings, qdrant = defs.resources["embeddings"], defs.resources["qdrant"]
     model = embeddings.query_embeddings()
     texts = [q.text for q in questions]
-    with qdrant.get_client() as client:
-        args = (client, qdrant.collection, model, embeddings.model_id)
+    with qdrant.get_store() as store:
+        args = (store, model, embeddings.model_id)
         retrieval.search(*args, "warm up", DEPTH, reranker)
         started = time.perf_counter()
         ranked = retrieval.search_many(*args, texts, DEPTH, reranker=reranker)

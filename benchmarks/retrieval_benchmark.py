@@ -108,10 +108,8 @@ def our_results(data_dir: Path, storage: Path, questions: list) -> tuple[list[li
     model = embeddings.query_embeddings()
     model.embed_documents(["warm up"])
     searched = time.perf_counter()
-    with qdrant.get_client() as client:
-        ranked = retrieval.search_many(
-            client, qdrant.collection, model, embeddings.model_id, [q.text for q in questions], DEPTH
-        )
+    with qdrant.get_store() as store:
+        ranked = retrieval.search_many(store, model, embeddings.model_id, [q.text for q in questions], DEPTH)
     timing = {
         "chunks": report.points_in_collection,
         "index_seconds": indexed - started,

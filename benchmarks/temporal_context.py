@@ -35,12 +35,12 @@ CHUNK_WEIGHTS = (0.25, 0.5)
 SOURCES = ("title", "neighbours", "title+neighbours")
 
 
-def stored_videos(client, collection: str) -> dict[int, list]:  # noqa: ANN001
+def stored_videos(store) -> dict[int, list]:  # noqa: ANN001
     """Every stored point with its vectors, by video, in chunk order."""
     videos: dict[int, list] = {}
     offset = None
     while True:
-        points, offset = client.scroll(collection, limit=1024, offset=offset, with_payload=True, with_vectors=True)
+        points, offset = store.scroll(limit=1024, offset=offset, with_payload=True, with_vectors=True)
         for point in points:
             videos.setdefault(point.payload["metadata"]["video_id"], []).append(point)
         if offset is None:
@@ -68,6 +68,7 @@ def contextual_collection(videos: dict[int, list], source: str, model, dimension
     from qdrant_client import QdrantClient
 
     from pstuts_pipeline.search import context, vectorstore
+    from pstuts_pipeline.search.client_store import ClientStore
 
     settings = context.ContextSettings(source=source, use="both")
     started = time.perf_counter()
@@ -83,15 +84,15 @@ def contextual_collection(videos: dict[int, list], source: str, model, dimension
     all_texts = [t for _, _, texts in built.values() for t in texts]
     vectors = iter(model.embed_documents(all_texts))
     embed_s = time.perf_counter() - started
-    client = QdrantClient(location=":memory:")
-    vectorstore.ensure_collection(client, "contextual", dimension, model_id)
+    client = ClientStore(QdrantClient(location=":memory:"), "contextual")
+    vectorstore.ensure_collection(client, dimension, model_id)
     for video_id, (meta, chunks, texts) in built.items():
         info = vectorstore.VideoInfo(video_id, meta["title"], meta["desc"], meta["url"], meta["source_hash"])
         phrase_vectors = [r.vector[vectorstore.SENTENCE_VECTORS] for r in videos[video_id]]
         points = vectorstore.build_points(
             info, chunks, [next(vectors) for _ in chunks], phrase_vectors, "benchmark", bm25_texts=texts
         )
-        client.upsert("contextual", points=points, wait=True)
+        client.upsert(points)
     return client, {"chunks": len(all_texts), "context_seconds": contexts_s, "embed_seconds": embed_s}
 
 
@@ -145,9 +146,9 @@ def main() -> None:
     rows: dict[str, dict[str, float]] = {}
     costs: dict[str, dict[str, float]] = {}
 
-    def score(label: str, client, collection: str, rankings: list, settings: retrieval.SearchSettings) -> None:  # noqa: ANN001
+    def score(label: str, store, rankings: list, settings: retrieval.SearchSettings) -> None:  # noqa: ANN001
         started = time.perf_counter()
-        ranked = retrieval.second_stage(client, collection, texts, vectors, rankings, DEPTH, settings)
+        ranked = retrieval.second_stage(store, texts, vectors, rankings, DEPTH, settings)
         rows[label] = {**evaluation.evaluate(questions, ranked, asked=asked), "seconds": time.perf_counter() - started}
         row = rows[label]
         print(
@@ -158,9 +159,9 @@ def main() -> None:
         )
 
     wide = retrieval.SearchSettings(chunk_weight=1.0)  # asks for all three rankings; weights are set per row
-    with qdrant.get_client() as client:
+    with qdrant.get_store() as store:
         started = time.perf_counter()
-        base = retrieval.first_stage(client, qdrant.collection, texts, vectors, retrieval.CANDIDATES, None, wide)
+        base = retrieval.first_stage(store, texts, vectors, retrieval.CANDIDATES, None, wide)
         print(f"first stage {time.perf_counter() - started:.1f} s", flush=True)
 
         def weighted(rankings: list, chunk_weight: float, sources: dict | None = None) -> list:
@@ -176,36 +177,33 @@ def main() -> None:
             return out
 
         today = retrieval.SearchSettings()
-        collection = qdrant.collection
-        score("today's search", client, collection, weighted(base, 0.0), today)
+        score("today's search", store, weighted(base, 0.0), today)
         for weight, sigma in TEMPORAL_GRID:
             settings = retrieval.SearchSettings(temporal=TemporalSettings(weight, sigma))
-            score(f"temporal w={weight} sigma={sigma:.0f}s", client, collection, weighted(base, 0.0), settings)
+            score(f"temporal w={weight} sigma={sigma:.0f}s", store, weighted(base, 0.0), settings)
         best = max((k for k in rows if k.startswith("temporal")), key=lambda k: rows[k]["mrr@10"])
         weight, sigma = (float(part.split("=")[1].rstrip("s")) for part in best.split()[1:])
         for relink_weight in (0.0, weight):
             settings = retrieval.SearchSettings(temporal=TemporalSettings(relink_weight, sigma, relink=True))
-            score(
-                f"relink only, sigma={sigma:.0f}s, w={relink_weight}", client, collection, weighted(base, 0.0), settings
-            )
+            score(f"relink only, sigma={sigma:.0f}s, w={relink_weight}", store, weighted(base, 0.0), settings)
         for chunk_weight in CHUNK_WEIGHTS:
-            score(f"+ chunk vector w={chunk_weight}", client, collection, weighted(base, chunk_weight), today)
+            score(f"+ chunk vector w={chunk_weight}", store, weighted(base, chunk_weight), today)
 
         dimension = len(vectors[0])
-        videos = stored_videos(client, collection)
+        videos = stored_videos(store)
         for source in SOURCES:
             memory, cost = contextual_collection(videos, source, model, dimension, embeddings.model_id)
             costs[source] = cost
             print(f"context {source}: {json.dumps({k: round(v, 2) for k, v in cost.items()})}", flush=True)
-            found = retrieval.first_stage(memory, "contextual", texts, vectors, retrieval.CANDIDATES, None, wide)
+            found = retrieval.first_stage(memory, texts, vectors, retrieval.CANDIDATES, None, wide)
             bm25 = {vectorstore.SPARSE_VECTOR: found}
             dense = {vectorstore.DENSE_VECTOR: found}
-            score(f"context {source}: BM25", client, collection, weighted(base, 0.0, bm25), today)
+            score(f"context {source}: BM25", store, weighted(base, 0.0, bm25), today)
             for chunk_weight in CHUNK_WEIGHTS:
                 label = f"context {source}: dense, chunk w={chunk_weight}"
-                score(label, client, collection, weighted(base, chunk_weight, dense), today)
+                score(label, store, weighted(base, chunk_weight, dense), today)
                 label = f"context {source}: both, chunk w={chunk_weight}"
-                score(label, client, collection, weighted(base, chunk_weight, {**bm25, **dense}), today)
+                score(label, store, weighted(base, chunk_weight, {**bm25, **dense}), today)
             memory.close()
 
     print(f"\nload average {os.getloadavg()}; ingest {ingest_s:.1f} s\n")

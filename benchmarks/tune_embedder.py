@@ -75,9 +75,9 @@ def pipeline_metrics(model: str, data_dir: Path, dev: list[Path], storage: Path)
     questions = evaluation.load_questions(dev)
     query_model = embeddings.query_embeddings()
     started = time.perf_counter()
-    with qdrant.get_client() as client:
+    with qdrant.get_store() as store:
         ranked = retrieval.search_many(
-            client, qdrant.collection, query_model, embeddings.model_id, [q.text for q in questions], SEARCH_DEPTH
+            store, query_model, embeddings.model_id, [q.text for q in questions], SEARCH_DEPTH
         )
     metrics = evaluation.evaluate(questions, ranked)
     return {

@@ -8,10 +8,8 @@ from pstuts_pipeline.defs.resources import QdrantResource
 def stored(space: Workspace, collection: str = "pstuts_transcripts") -> dict[int, set[str]]:
     """Each stored video's titles, read from the local Qdrant folder under its lock (runs may be writing)."""
     found: dict[int, set[str]] = {}
-    with QdrantResource(path=str(space.storage / "qdrant"), collection=collection).get_client() as client:
-        if not client.collection_exists(collection):
-            return found
-        points, _ = client.scroll(collection, limit=10_000, with_payload=True)
+    with QdrantResource(path=str(space.storage / "qdrant"), collection=collection).get_store() as store:
+        points, _ = store.scroll(limit=10_000, with_payload=True)
     for point in points:
         meta = point.payload["metadata"]
         found.setdefault(meta["video_id"], set()).add(meta["title"])

@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -11,13 +12,15 @@ import dagster as dg
 import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
-from qdrant_client import QdrantClient
+from qdrant_client import models
 
 from pstuts_pipeline.cli import app as cli
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.cli.report import IngestReport
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline.search import vectorstore
+from pstuts_pipeline.search.edge_store import EdgeStore
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DIR = REPO / "data"
@@ -73,13 +76,49 @@ def write_data(folder: Path, a: list[dict] | None = None, b: list[dict] | None =
     (folder / "b.json").write_text(json.dumps(SAMPLE[2:] if b is None else b, indent=1), encoding="utf-8")
 
 
+def local_points(folder: Path, collection: str = COLLECTION, vectors: bool = False) -> list[models.Record]:
+    """Every point of a local collection with its payload, read under the store's lock as any user does."""
+    store = EdgeStore(folder, collection, lock_timeout_s=60)
+    try:
+        return store.scroll(limit=100_000, with_payload=True, with_vectors=vectors)[0]
+    finally:
+        store.close()
+
+
+def small_collection(folder: Path, collection: str = COLLECTION, points: int = 1) -> None:
+    """A local collection of a few 2-d points, for what needs a store but no model."""
+    store = EdgeStore(folder, collection, lock_timeout_s=5)
+    try:
+        vector = models.VectorParams(size=2, distance=models.Distance.COSINE)
+        store.create({"": vector}, {}, "test-model", "metadata.video_id")
+        store.upsert([models.PointStruct(id=i, vector=[1.0, float(i)], payload={"a": i}) for i in range(1, points + 1)])
+    finally:
+        store.close()
+
+
+def chunk_point(
+    rng: random.Random, video_id: int, index: int, fingerprint: str = "f1", dimension: int = 8
+) -> models.PointStruct:
+    """A chunk with 1-6 phrase vectors and a few BM25 terms of a small vocabulary, so queries share terms."""
+    phrases = [[rng.gauss(0, 1) for _ in range(dimension)] for _ in range(rng.randint(1, 6))]
+    terms = sorted(rng.sample(range(40), rng.randint(1, 8)))
+    return models.PointStruct(
+        id=vectorstore.point_id(video_id, index),
+        vector={
+            vectorstore.DENSE_VECTOR: [rng.gauss(0, 1) for _ in range(dimension)],
+            vectorstore.SENTENCE_VECTORS: phrases,
+            vectorstore.SPARSE_VECTOR: models.SparseVector(indices=terms, values=[rng.random() for _ in terms]),
+        },
+        payload={
+            "page_content": f"chunk {video_id}/{index}",
+            "metadata": {"video_id": video_id, "chunk_index": index, "fingerprint": fingerprint},
+        },
+    )
+
+
 def stored_points(storage: Path) -> list[dict]:
     """Every point in the local collection, as plain data: id, payload and vectors."""
-    client = QdrantClient(path=str(storage / "qdrant"))
-    try:
-        points, _ = client.scroll(COLLECTION, limit=10_000, with_payload=True, with_vectors=True)
-    finally:
-        client.close()
+    points = local_points(storage / "qdrant", vectors=True)
     return sorted((json.loads(p.model_dump_json()) for p in points), key=lambda p: p["id"])
 
 

@@ -24,7 +24,7 @@ from pstuts_pipeline.search.evaluation import LINK_TOLERANCE_S, Question
 from pstuts_pipeline.search.langchain_retriever import result_document
 
 if TYPE_CHECKING:
-    from qdrant_client import QdrantClient
+    from pstuts_pipeline.search.store import Store
 
 SAMPLE_SIZE = 200
 # Chunks given to the chat model: three excerpts fit a small model's attention and the 15 s link tolerance.
@@ -96,8 +96,7 @@ def summarize(
 
 
 def answer_questions(
-    client: QdrantClient,
-    collection: str,
+    store: Store,
     embeddings: Embeddings,
     model_id: str,
     questions: Sequence[Question],
@@ -106,7 +105,7 @@ def answer_questions(
 ) -> tuple[list[Answer], list[Answer] | None, float]:
     """(extractive answers, the chat model's answers or None without one, seconds of the batched search)."""
     started = time.perf_counter()
-    ranked = retrieval.search_many(client, collection, embeddings, model_id, [q.text for q in questions], top_k)
+    ranked = retrieval.search_many(store, embeddings, model_id, [q.text for q in questions], top_k)
     search_seconds = time.perf_counter() - started
     documents = [[result_document(r) for r in results] for results in ranked]
     extractive = [answering.extractive_answer(q.text, d) for q, d in zip(questions, documents)]

@@ -20,7 +20,8 @@ from pstuts_pipeline.text_safety import printable, safe_link
 
 if TYPE_CHECKING:
     import dagster as dg
-    from qdrant_client import QdrantClient
+
+    from pstuts_pipeline.search.store import Store
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="Tutorial transcripts to a searchable Qdrant collection."
@@ -159,6 +160,18 @@ def register() -> None:
         raise typer.Exit(1)
 
 
+@app.command("migrate-store")
+def migrate_store() -> None:
+    """Copy a store written by an older pstuts (qdrant-client's local mode) into Qdrant Edge, keeping the old one."""
+    from pstuts_pipeline.search.migration import backup_folder, migrate_local_mode
+
+    folder = _definitions().resources["qdrant"].local_path
+    copied = migrate_local_mode(folder)
+    for collection, points in copied.items():
+        console.print(f"{collection}: {points} points copied into Qdrant Edge", soft_wrap=True)
+    console.print(f"{folder} is now a Qdrant Edge store; the old one is in {backup_folder(folder)}", soft_wrap=True)
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def dev(context: typer.Context) -> None:
     """`dg dev` on the project's instance (DAGSTER_HOME, with its run queue and Qdrant writer pool)."""
@@ -252,14 +265,15 @@ def tune_reranker(
     )
 
 
-def _require_collection(client: "QdrantClient", collection: str) -> None:
+def _require_collection(store: "Store") -> None:
     """Stop with a hint when the collection is missing, empty or unreadable: none of these is "no matches"."""
     from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
+    collection = store.collection
     name = printable(repr(collection))
     try:
-        exists = client.collection_exists(collection)
-        points = client.count(collection, exact=True).count if exists else 0
+        exists = store.exists()
+        points = store.count() if exists else 0
     except (ResponseHandlingException, UnexpectedResponse):
         raise  # a server that cannot be reached or refuses: the Qdrant resource names the server
     except Exception as error:  # noqa: BLE001 - any storage error: say it is the collection, not the question
@@ -369,11 +383,11 @@ def search(
     threshold = confidence.threshold()
     resources = _definitions().resources
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
-    with qdrant.get_client(read_only=True) as client:
-        _require_collection(client, qdrant.collection)
+    with qdrant.get_store(read_only=True) as store:
+        _require_collection(store)
         model = embeddings.query_embeddings()
         ranked = retrieval.search_many(
-            client, qdrant.collection, model, embeddings.model_id, asked, top_k, reranker=resources["reranker"].get()
+            store, model, embeddings.model_id, asked, top_k, reranker=resources["reranker"].get()
         )
         for q, results in zip(asked, ranked):
             _print_results(q, results, as_json, threshold)
@@ -391,9 +405,9 @@ def videos(
     from pstuts_pipeline.search import vectorstore
 
     qdrant = _definitions().resources["qdrant"]
-    with qdrant.get_client(read_only=True) as client:
-        _require_collection(client, qdrant.collection)
-        stored = vectorstore.stored_videos(client, qdrant.collection)
+    with qdrant.get_store(read_only=True) as store:
+        _require_collection(store)
+        stored = vectorstore.stored_videos(store)
     with instance_for_cli() as instance:
         latest = latest_by_partition(instance, dg.AssetKey("qdrant_collection"), [str(v) for v in stored])
     rows = []
@@ -460,11 +474,10 @@ def ask(
     resources = _definitions().resources
     embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
     # Answering only reads the collection: a read-only folder opens as it does for `search`.
-    with qdrant.get_client(read_only=True) as client:
-        _require_collection(client, qdrant.collection)
+    with qdrant.get_store(read_only=True) as store:
+        _require_collection(store)
         retriever = PstutsRetriever(
-            client=client,
-            collection=qdrant.collection,
+            store=store,
             embeddings=embeddings.query_embeddings(),
             model_id=embeddings.model_id,
             k=top_k,
@@ -527,10 +540,10 @@ def _evaluate_answers(questions: list, sample: int, top_k: int, as_json: bool) -
     resources = _definitions().resources
     embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
     asked = answer_metrics.sample_questions(questions, sample)
-    with qdrant.get_client() as client:
-        _require_collection(client, qdrant.collection)
+    with qdrant.get_store() as store:
+        _require_collection(store)
         extractive, generated, search_seconds = answer_metrics.answer_questions(
-            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, asked, settings, top_k
+            store, embeddings.query_embeddings(), embeddings.model_id, asked, settings, top_k
         )
     figures = {"extractive": answer_metrics.summarize(asked, extractive, search_seconds)}
     if generated is not None:
@@ -576,11 +589,10 @@ def evaluate(
     resources = _definitions().resources
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
     asked = evaluation.folder_questions(resources["transcript_source"].path())
-    with qdrant.get_client() as client, Tracker(console, "pstuts evaluate", "questions") as progress:
-        _require_collection(client, qdrant.collection)
+    with qdrant.get_store() as store, Tracker(console, "pstuts evaluate", "questions") as progress:
+        _require_collection(store)
         metrics = score_search(
-            client,
-            qdrant.collection,
+            store,
             embeddings.query_embeddings(),
             embeddings.model_id,
             questions,

@@ -24,10 +24,11 @@ from pstuts_pipeline.defs.reconcile import (
     partition_order,
     run_requests,
 )
+from pstuts_pipeline.defs.resources import fields_of
 from pstuts_pipeline.redaction import redact
 from pstuts_pipeline.settings import max_videos_per_run
-from pstuts_pipeline.sources import Catalog
-from pstuts_pipeline.sources.reconciliation import reconcile_folder
+from pstuts_pipeline.sources import Catalog, source_files
+from pstuts_pipeline.sources.reconciliation import reconcile, reconcile_folder
 
 # What a run returns: executed in this process, or orchestrated from it with its steps elsewhere (Celery).
 RunResult = dg.ExecuteInProcessResult | dg.JobExecutionResult
@@ -269,6 +270,7 @@ def ingest(
     reclaimed = reclaim_dead_runs(instance)
     on_progress(0, None, f"checking the data folder against {qdrant.collection}")
     view = observe_store(qdrant, home)
+    sources = ledgers.stamps(source_files(source.path()))
     fingerprint_of = fingerprint_function(embeddings, chunker)
     catalog, result = reconcile_folder(
         source.path(), home, view.stored, fingerprint_of, only, force, allow_removal=allow_removal, wait=True
@@ -305,7 +307,12 @@ def ingest(
     if result.has_work:
         view = observe_store(qdrant, home)
     if home is not None:
-        keep_in_ledger(qdrant, home, view, *observe_partitions(instance))
+        # Every video of an untouched data folder stored as it is: the next no-op need not read the folder.
+        fingerprint_of = fingerprint_function(embeddings, chunker)
+        clean = not only and not catalog.errors and not reconcile(catalog, view.stored, fingerprint_of).has_work
+        clean = clean and ledgers.stamps(source_files(source.path())) == sources
+        settings = ledgers.settings_key(fields_of(defs.resources)) if clean else ""
+        keep_in_ledger(qdrant, home, view, *observe_partitions(instance), clean and sources or None, settings)
     report.points_in_collection = view.points
     report.seconds = round(time.perf_counter() - started, 2)
     return report

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.resource_fields import Fields, as_held, fingerprint_function, qdrant_folder, source_folder
 from pstuts_pipeline.settings import dagster_home
+from pstuts_pipeline.sources import source_files
 from pstuts_pipeline.sources.reconciliation import Reconciliation, reconcile_folder
 
 
@@ -51,8 +52,18 @@ def unchanged_report(
     partitions = ledger.current_partitions(home) if ledger else None
     if partitions is None:
         return None
-    fingerprint_of = fingerprint_function(resources["embeddings"], resources["chunker"])
     folder = source_folder(resources["transcript_source"])
+    if not only and ledger.sources_unchanged(source_files(folder), ledgers.settings_key(resources)):
+        # The same files, untouched, with the same settings: the last check found every video stored as it is.
+        unchanged = Reconciliation(unchanged=sorted(ledger.fingerprints, key=int))
+        return IngestReport(
+            unchanged,
+            points_in_collection=ledger.points,
+            seconds=round(time.perf_counter() - started, 2),
+            dagster_home=str(home),
+            from_ledger=True,
+        )
+    fingerprint_of = fingerprint_function(resources["embeddings"], resources["chunker"])
     catalog, result = reconcile_folder(
         folder, home, ledger.stored(), fingerprint_of, only=only, allow_removal=allow_removal, wait=True
     )

@@ -79,8 +79,8 @@ def timing_problems(chunks_by_video: dict[str, list[TimedChunk]]) -> dict[str, l
 def points_problems(chunks_by_video: dict[str, list[TimedChunk]], qdrant: QdrantResource) -> dict[str, list[str]]:
     """The video's point count equals its chunk count, and every point carries every payload field."""
     problems: dict[str, list[str]] = {}
-    with qdrant.get_client() as client:
-        stored = vectorstore.points_of_videos(client, qdrant.collection, [int(k) for k in chunks_by_video])
+    with qdrant.get_store() as store:
+        stored = vectorstore.points_of_videos(store, [int(k) for k in chunks_by_video])
         for key, chunks in chunks_by_video.items():
             points = stored[int(key)]
             found = []

@@ -28,12 +28,11 @@ def delete_video_points(context: dg.OpExecutionContext, config: RemovedVideosCon
     record_run_process(context)
     known = set(context.instance.get_dynamic_partitions(video_partitions.name))
     removed: dict[int, int] = {}
-    with qdrant.get_client() as client:
+    with qdrant.get_store() as store:
         for video_id in config.video_ids:
-            removed[video_id] = vectorstore.delete_video(client, qdrant.collection, video_id)
+            removed[video_id] = vectorstore.delete_video(store, video_id)
             context.log.info(f"video {video_id}: removed {removed[video_id]} points from {qdrant.collection}")
-        exists = client.collection_exists(qdrant.collection)
-        points = client.count(qdrant.collection, exact=True).count if exists else 0
+        points = store.count() if store.exists() else 0
     # The collection's page in the UI shows this beside the last ingest's figures: the true count after a removal.
     context.log_event(
         dg.AssetObservation(

@@ -1,24 +1,26 @@
-"""What the last reconcile saw in Qdrant (and the CLI in the Dagster instance), so a no-op needs neither.
+"""What the last reconcile saw in the store (and the CLI in the Dagster instance), so a no-op needs neither.
 
-Opening local-mode Qdrant loads the whole collection, and importing Dagster's instance storage and Qdrant's
-client takes seconds, while an unchanged data folder needs none of it. After each reconcile the ledger records
-the videos' stored fingerprints, stamped with the Qdrant files they were read from (size, modification time,
-inode and first bytes: SQLite's change counter, the WAL's salts); the CLI adds the registered partitions,
-stamped with the instance's files. While those files are untouched, the record is what a fresh read would
-return; any write, by us or anyone else, moves a stamp and sends the next reconcile the slow way. Only
-local-mode Qdrant and Dagster's default SQLite storage have files to stamp; with a server or other storage
-that part is not used. The sensor relies on the Qdrant part only: under `dagster dev` the instance's files
-change every few seconds. No Dagster or Qdrant imports.
+Opening the store, importing Dagster's instance storage and the engine take time that an unchanged data folder
+does not need (docs/benchmarks.md measures what the ledger saves). After each reconcile the ledger records the
+videos' stored fingerprints, stamped with the store's record file (size, modification time, inode and first
+bytes), whose token every Edge writer renews before its first write; the CLI adds the registered partitions,
+stamped with the instance's files, and, when it found every video stored as it is, the data folder's files with the
+settings it checked them with, so a no-op need not even read the folder (at 10,000 videos, most of its time). While those files are untouched, the record is what a fresh read would
+return; any write, by us or anyone else, moves a stamp and sends the next reconcile the slow way. Only a local
+store and Dagster's default SQLite storage have files to stamp; with a server or other storage that part is not
+used. The sensor relies on the store part only: under `dagster dev` the instance's files change every few
+seconds. No Dagster or Qdrant imports.
 """
 
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 LEDGER_FILE = "pstuts_ingest_ledger.json"
-LEDGER_VERSION = 2
+LEDGER_VERSION = 3
 # Dagster instance settings that move its storage out of DAGSTER_HOME's SQLite files.
 STORAGE_SETTINGS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
 
@@ -42,8 +44,9 @@ def sqlite_files(database: Path) -> list[Path]:
 
 
 def qdrant_local_files(qdrant_path: Path, collection: str) -> list[Path]:
-    """The files a local-mode Qdrant collection lives in (qdrant-client's layout)."""
-    return [qdrant_path / "meta.json", *sqlite_files(qdrant_path / "collection" / collection / "storage.sqlite")]
+    """The file that changes when a local collection does: the record every Edge writer renews before it writes
+    (`search/edge_store.py`). Not the shard's own files: Edge rewrites its edge_config.json on every load."""
+    return [qdrant_path / f"{collection}.json"]
 
 
 def dagster_partition_files(dagster_home: Path) -> list[Path] | None:
@@ -73,6 +76,10 @@ class Ledger:
     # The registered partitions and the stamps of the instance files they came from (CLI only).
     partitions: list[str] | None = None
     partition_stamps: dict[str, Stamp] | None = None
+    # The data folder's files when the CLI last found every video stored as it is now, and the settings it was
+    # checked with (`settings_key`): while both hold, a no-op ingest need not read the data folder either.
+    sources: dict[str, Stamp] | None = None
+    settings: str = ""
 
     def stored(self) -> dict[int, set[str]]:
         """The fingerprints as `vectorstore.stored_fingerprints` returns them."""
@@ -82,6 +89,10 @@ class Ledger:
         """Whether no Qdrant file it was read from has been written since."""
         return stamps([Path(p) for p in self.stamps]) == self.stamps
 
+    def sources_unchanged(self, files: list[Path], settings: str) -> bool:
+        """Whether the data folder holds the same files, untouched, and the settings are those of the last check."""
+        return self.sources is not None and self.settings == settings and stamps(files) == self.sources
+
     def current_partitions(self, dagster_home: Path) -> list[str] | None:
         """The registered partitions if the instance files they were read from are untouched, else None."""
         watched = dagster_partition_files(dagster_home)
@@ -90,6 +101,16 @@ class Ledger:
         if sorted(self.partition_stamps) != sorted(str(p) for p in watched):
             return None
         return self.partitions if stamps(watched) == self.partition_stamps else None
+
+
+def settings_key(fields: Mapping[str, Mapping[str, object]]) -> str:
+    """What a video's fingerprint and the data folder depend on, as one hash of the resources' fields (no secrets)."""
+    chosen = {
+        name: {k: str(v) for k, v in sorted(fields[name].items()) if "key" not in k}
+        for name in ("transcript_source", "embeddings", "chunker")
+        if name in fields
+    }
+    return hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def ledger_key(qdrant_path: Path, collection: str, dagster_home: Path) -> dict[str, str]:

@@ -26,11 +26,12 @@ from pstuts_pipeline.defs.resources import (
     EmbeddingsResource,
     QdrantResource,
     TranscriptSource,
+    fields_of,
     fingerprint_function,
 )
 from pstuts_pipeline.redaction import strip_credentials
 from pstuts_pipeline.settings import max_phrases_per_run, max_videos_per_run
-from pstuts_pipeline.sources import Catalog, SourceVideo
+from pstuts_pipeline.sources import Catalog, SourceVideo, source_files
 from pstuts_pipeline.sources.reconciliation import REMOVED_REASON, Reconciliation, reconcile_folder
 
 INGEST_JOB_NAME = "ingest_videos"
@@ -94,9 +95,9 @@ def read_store(qdrant: QdrantResource, lock_timeout_s: float | None = None) -> t
     """The fingerprints stored per video, and the collection's point count."""
     from pstuts_pipeline.search import vectorstore
 
-    with qdrant.get_client(lock_timeout_s=lock_timeout_s) as client:
-        stored = vectorstore.stored_fingerprints(client, qdrant.collection)
-        points = client.count(qdrant.collection, exact=True).count if client.collection_exists(qdrant.collection) else 0
+    with qdrant.get_store(lock_timeout_s=lock_timeout_s) as store:
+        stored = vectorstore.stored_fingerprints(store)
+        points = store.count()
     return stored, points
 
 
@@ -121,6 +122,8 @@ def keep_in_ledger(
     view: StoreView,
     partitions: list[str] | None = None,
     partition_stamps: dict[str, ledgers.Stamp] | None = None,
+    sources: dict[str, ledgers.Stamp] | None = None,
+    settings: str = "",
 ) -> None:
     """Write what was observed to the ledger, so the next reconcile with nothing to do can skip Qdrant."""
     if view.stamps is None or qdrant.server_url:
@@ -134,6 +137,8 @@ def keep_in_ledger(
             points=view.points,
             partitions=partitions,
             partition_stamps=partition_stamps,
+            sources=sources,
+            settings=settings,
         ),
     )
 
@@ -229,6 +234,32 @@ def summarize_errors(catalog: Catalog, most: int = 5) -> list[str]:
     return lines
 
 
+def unchanged_folder(
+    instance: dg.DagsterInstance,
+    home: Path,
+    source: TranscriptSource,
+    embeddings: EmbeddingsResource,
+    chunker: ChunkerResource,
+    qdrant: QdrantResource,
+) -> int:
+    """How many videos the ledger proves unchanged without reading the data folder (0: no proof).
+
+    The proof: the store untouched since an ingest found every video of the folder stored as it is, the folder's
+    files untouched since, the same settings, and every one of its videos still registered as a partition.
+    """
+    ledger = None if qdrant.server_url else ledgers.read_ledger(qdrant.local_path, qdrant.collection, home)
+    if ledger is None:
+        return 0
+    settings = ledgers.settings_key(
+        fields_of({"transcript_source": source, "embeddings": embeddings, "chunker": chunker})
+    )
+    if not ledger.sources_unchanged(source_files(source.path()), settings):
+        return 0
+    if not set(ledger.fingerprints) <= set(instance.get_dynamic_partitions(video_partitions.name)):
+        return 0
+    return len(ledger.fingerprints)
+
+
 def plan_tick(
     instance: dg.DagsterInstance,
     source: TranscriptSource,
@@ -251,6 +282,14 @@ def plan_tick(
         plan.skip_reason = f"waiting for {', '.join(busy[:5])} to finish before comparing the folder with Qdrant"
         return plan
     home = None if instance.is_ephemeral else Path(instance.root_directory)
+    if (
+        not force
+        and home is not None
+        and (unchanged := unchanged_folder(instance, home, source, embeddings, chunker, qdrant))
+    ):
+        plan.skip_reason = f"{unchanged} videos match what Qdrant holds; nothing to ingest or remove (files untouched)"
+        plan.settled = True
+        return plan
     try:
         view = observe_store(qdrant, home, lock_timeout_s=TICK_LOCK_TIMEOUT_S)
     except Timeout:

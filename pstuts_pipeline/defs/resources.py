@@ -4,14 +4,13 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-from filelock import FileLock, Timeout
+from filelock import Timeout
 from langchain_core.embeddings import Embeddings
 from pydantic import Field
 
@@ -30,7 +29,7 @@ from pstuts_pipeline.settings import (
 from pstuts_pipeline.sources import SourceVideo
 
 if TYPE_CHECKING:  # imported when a client is made: it costs a second, which `pstuts ingest` with nothing to do saves
-    from qdrant_client import QdrantClient
+    from pstuts_pipeline.search.store import Store
 
 
 class TranscriptSource(dg.ConfigurableResource):
@@ -198,14 +197,14 @@ class ChunkerResource(dg.ConfigurableResource):
 
 
 class QdrantResource(dg.ConfigurableResource):
-    """A Qdrant collection on a server (QDRANT_URL) or in local mode on disk, opened only while in use."""
+    """The collection in a local folder (Qdrant Edge, in-process) or on a Qdrant server (QDRANT_URL), opened while in use."""
 
-    path: str = Field(default="", description="Local-mode folder (default: qdrant/ under the storage dir).")
-    url: str | None = Field(default=None, description="A Qdrant server; when set, local mode is not used.")
+    path: str = Field(default="", description="Local store folder (default: qdrant/ under the storage dir).")
+    url: str | None = Field(default=None, description="A Qdrant server; when set, the local folder is not used.")
     api_key: str | None = Field(default=None, description="The server's API key.")
     collection: str = Field(default="pstuts_transcripts", description="Collection name.")
     timeout_s: int = Field(default=60, description="Server request timeout.")
-    lock_timeout_s: float = Field(default=1800, description="How long to wait for another local-mode user.")
+    lock_timeout_s: float = Field(default=1800, description="How long to wait for another user of the local store.")
 
     @property
     def local_path(self) -> Path:
@@ -217,74 +216,78 @@ class QdrantResource(dg.ConfigurableResource):
         return _secret(self.url) or None
 
     @contextlib.contextmanager
-    def get_client(self, read_only: bool = False, lock_timeout_s: float | None = None) -> Iterator["QdrantClient"]:
-        """A client for one step. Local mode allows one client per folder, so take a file lock around it.
+    def get_store(
+        self, read_only: bool = False, lock_timeout_s: float | None = None, collection: str | None = None
+    ) -> Iterator["Store"]:
+        """The collection for one step (`collection` names another one). Edge holds a local folder's shard in one
+        process at a time, so the store's lock is taken before it is opened and held until the block ends.
 
-        `read_only` (search): a folder this process may not write is opened from a private copy, since
-        local-mode Qdrant and our lock both need to write a lock file. Errors name the server or the folder.
+        `read_only` (search): a folder this process may not write is opened from a private copy, since Edge and
+        our lock both need to write there. Errors name the server or the folder.
         `lock_timeout_s` overrides how long to wait for another user (filelock.Timeout when it runs out).
         """
+        name = collection or self.collection
         if self.server_url:
-            with self._server_client() as client:
-                yield client
+            with self._server_store(name) as store:
+                yield store
             return
         if read_only and self.local_path.is_dir() and not os.access(self.local_path, os.W_OK):
             with tempfile.TemporaryDirectory(prefix="pstuts-qdrant-") as copy:
                 copy_store(self.local_path, Path(copy))
-                with self._local_client(Path(copy), locked=False) as client:
-                    yield client
+                with self._local_store(Path(copy), name, 0) as store:
+                    yield store
             return
         timeout = self.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
-        with self._local_client(self.local_path, locked=True, lock_timeout_s=timeout) as client:
-            yield client
+        with self._local_store(self.local_path, name, timeout) as store:
+            yield store
 
     @contextlib.contextmanager
-    def _server_client(self) -> Iterator["QdrantClient"]:
+    def _server_store(self, collection: str) -> Iterator["Store"]:
         from qdrant_client import QdrantClient
         from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-        client = QdrantClient(url=self.server_url, api_key=_secret(self.api_key) or None, timeout=self.timeout_s)
+        from pstuts_pipeline.search.client_store import ClientStore
+
+        store = ClientStore(
+            QdrantClient(url=self.server_url, api_key=_secret(self.api_key) or None, timeout=self.timeout_s), collection
+        )
         try:
-            yield client
+            yield store
         except (ResponseHandlingException, UnexpectedResponse) as error:
             # "[Errno 111] Connection refused" alone does not say which server; the reply may echo the API key.
             where = strip_credentials(self.server_url or "")
             raise QdrantUnavailableError(f"Qdrant server at {where} (QDRANT_URL): {redact(str(error))}") from None
         finally:
-            client.close()
+            store.close()
 
     @contextlib.contextmanager
-    def _local_client(self, folder: Path, locked: bool, lock_timeout_s: float = 0) -> Iterator["QdrantClient"]:
-        from qdrant_client import QdrantClient
+    def _local_store(self, folder: Path, collection: str, lock_timeout_s: float) -> Iterator["Store"]:
+        from pstuts_pipeline.search.edge_store import EdgeStore
 
         where = f"local Qdrant folder {folder} (PSTUTS_QDRANT_PATH)"
         try:
-            with contextlib.ExitStack() as stack:
-                try:
-                    folder.mkdir(parents=True, exist_ok=True)
-                    if locked:
-                        stack.enter_context(store_lock(folder, lock_timeout_s))
-                    client = stack.enter_context(contextlib.closing(QdrantClient(path=str(folder))))
-                except Timeout:
-                    raise  # another user holds the folder: its message names the lock file
-                except OSError as error:
-                    raise QdrantStorageError(f"{where}: cannot be opened for writing: {error}") from None
-                yield client
-        except sqlite3.DatabaseError as error:
-            # Only local-mode Qdrant raises bare sqlite3 errors here (Dagster's storage wraps its own); "database or
-            # disk is full" or "attempt to write a readonly database" alone do not name the folder.
+            store = EdgeStore(folder, collection, lock_timeout_s)
+        except Timeout:
+            raise  # another user holds the collection: its message names the lock file
+        except OSError as error:
+            raise QdrantStorageError(f"{where}: cannot be opened for writing: {error}") from None
+        except Exception as error:
+            if type(error) is not Exception:
+                raise  # the store's own errors (a local-mode folder) already say what to do
+            # The engine raises bare Exceptions ("Service runtime error: ..."), which do not name the folder.
             raise QdrantStorageError(f"{where}: {error}") from None
-
-
-def store_lock(folder: Path, timeout_s: float) -> FileLock:
-    """The lock every local-mode user of a folder takes (ingest, search, the ask page): one client at a time."""
-    return FileLock(str(folder) + ".lock", timeout=timeout_s)
+        try:
+            yield store
+        finally:
+            store.close()
 
 
 def copy_store(folder: Path, target: Path) -> None:
-    """A private copy of a local-mode folder that this process may open (taken under `store_lock` if it can be)."""
-    # Plain copies, owner-writable: copied permission bits would keep the copy read-only too.
-    shutil.copytree(folder, target, copy_function=shutil.copyfile, dirs_exist_ok=True)
+    """A private copy of a local folder that this process may open (the folder's owner writes it, not us)."""
+    # Plain copies, owner-writable: copied permission bits would keep the copy read-only too. Lock files stay behind.
+    shutil.copytree(
+        folder, target, copy_function=shutil.copyfile, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.lock")
+    )
     for path in [target, *target.rglob("*")]:
         path.chmod(0o700 if path.is_dir() else 0o600)
 

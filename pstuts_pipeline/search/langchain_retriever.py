@@ -7,9 +7,9 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
-from qdrant_client import QdrantClient
 
 from pstuts_pipeline.search import reranking, retrieval
+from pstuts_pipeline.search.store import Store
 
 
 def result_document(result: retrieval.SearchResult) -> Document:
@@ -21,14 +21,14 @@ def result_document(result: retrieval.SearchResult) -> Document:
 class PstutsRetriever(BaseRetriever):
     """Hybrid search over a pstuts collection; each Document carries `link_time` and `link` to its best sentence.
 
-    Open the client with `QdrantResource.get_client()` (local mode admits one client per folder) and keep the
-    retriever within that block.
+    Open the store with `QdrantResource.get_store()` (Qdrant Edge holds a local folder in one process at a time) and
+    keep the retriever within that block; over a server, LangChain's own `QdrantVectorStore(store.client, ...)`
+    works too (dense search of the chunk vector, without this project's fusion and links).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    client: QdrantClient
-    collection: str
+    store: Store
     embeddings: Embeddings
     model_id: str = Field(
         description="The id of `embeddings`, checked against the model the collection was built with."
@@ -39,7 +39,5 @@ class PstutsRetriever(BaseRetriever):
     )
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        results = retrieval.search(
-            self.client, self.collection, self.embeddings, self.model_id, query, self.k, self.reranker
-        )
+        results = retrieval.search(self.store, self.embeddings, self.model_id, query, self.k, self.reranker)
         return [result_document(r) for r in results]

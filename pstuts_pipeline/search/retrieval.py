@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
-from qdrant_client import QdrantClient, models
+from qdrant_client import models
 
 from pstuts_pipeline import settings as env_settings
-from pstuts_pipeline.search import confidence, lexical, local_index, reranking, temporal, vectorstore
+from pstuts_pipeline.search import confidence, lexical, reranking, temporal, vectorstore
+from pstuts_pipeline.search.store import Store
 
 # Candidates asked of each ranking; the fused top-k comes from their union.
 CANDIDATES = 100
@@ -236,12 +237,13 @@ def rerank(
     return reranked
 
 
-def check_model(client: QdrantClient, collection: str, model_id: str) -> None:
+def check_model(store: Store, model_id: str) -> None:
     """Refuse to query a collection with vectors of another model than the one that built it."""
-    stored_model = vectorstore.collection_model(client, collection)
+    stored_model = store.model()
     if stored_model is not None and stored_model != model_id:
         raise vectorstore.ModelMismatchError(
-            f"collection {collection!r} was built with {stored_model}; this query would be embedded with {model_id}"
+            f"collection {store.collection!r} was built with {stored_model}; this query would be embedded with "
+            f"{model_id}"
         )
 
 
@@ -261,18 +263,14 @@ Rankings = dict[str, tuple[Sequence[models.ScoredPoint], float]]
 
 
 def first_stage(
-    client: QdrantClient,
-    collection: str,
+    store: Store,
     questions: Sequence[str],
     vectors: Sequence[Sequence[float]],
     limit: int,
     query_filter: models.Filter | None = None,
     settings: SearchSettings = SearchSettings(),
 ) -> list[Rankings]:
-    """Each question's weighted rankings (best phrase, BM25, and the whole chunk if weighted), in one Qdrant batch.
-
-    A local-mode client answers from its in-process index once it has been asked a few questions (`local_index`).
-    """
+    """Each question's weighted rankings (best phrase, BM25, and the whole chunk if weighted), in one Qdrant batch."""
     weights = {vectorstore.SENTENCE_VECTORS: 1.0, vectorstore.SPARSE_VECTOR: LEXICAL_WEIGHT}
     weights[vectorstore.DENSE_VECTOR] = settings.chunk_weight
     requests, owners = [], []
@@ -281,19 +279,17 @@ def first_stage(
             request.filter = query_filter
             requests.append(request)
             owners.append(number)
-    answers = local_index.query_batch(client, collection, requests, len(questions)) if requests else []
-    if answers is None:
-        answers = [response.points for response in client.query_batch_points(collection, requests=requests)]
+    answers = store.query_batch(requests)
     rankings: list[Rankings] = [{} for _ in questions]
     for number, request, points in zip(owners, requests, answers, strict=True):
         rankings[number][request.using] = (points, weights[request.using])
     return rankings
 
 
-def places_of(client: QdrantClient, collection: str, ids: Sequence[Any]) -> dict[Any, temporal.Place]:
+def places_of(store: Store, ids: Sequence[Any]) -> dict[Any, temporal.Place]:
     """Each point's video and time span, read from its payload alone."""
     fields = [vectorstore.VIDEO_ID_FIELD, "metadata.start", "metadata.stop"]
-    records = client.retrieve(collection, ids=list(ids), with_payload=fields, with_vectors=False)
+    records = store.retrieve(list(ids), with_payload=fields, with_vectors=False)
     return {record.id: place_of(record) for record in records}
 
 
@@ -323,8 +319,7 @@ def relink_to_neighbours(
 
 
 def second_stage(
-    client: QdrantClient,
-    collection: str,
+    store: Store,
     questions: Sequence[str],
     vectors: Sequence[Sequence[float]],
     rankings: Sequence[Rankings],
@@ -338,7 +333,7 @@ def second_stage(
     signal = settings.temporal
     places: dict[Any, temporal.Place] = {}
     if signal.enabled:
-        places = places_of(client, collection, list(dict.fromkeys(pid for scores in fused for pid in scores)))
+        places = places_of(store, list(dict.fromkeys(pid for scores in fused for pid in scores)))
         fused = [temporal.smoothed(scores, places, signal) for scores in fused]
     chosen = [sorted(scores.items(), key=lambda item: item[1], reverse=True)[:depth] for scores in fused]
     near: list[dict[Any, list[Any]]] = [{} for _ in questions]
@@ -356,8 +351,8 @@ def second_stage(
     wanted = [pid for hits in chosen for pid, _ in hits] + [o for n in near for others in n.values() for o in others]
     records = {
         r.id: r
-        for r in client.retrieve(
-            collection, ids=list(dict.fromkeys(wanted)), with_payload=True, with_vectors=[vectorstore.SENTENCE_VECTORS]
+        for r in store.retrieve(
+            list(dict.fromkeys(wanted)), with_payload=True, with_vectors=[vectorstore.SENTENCE_VECTORS]
         )
     }
     pools = []
@@ -376,8 +371,7 @@ def second_stage(
 
 
 def search_many(
-    client: QdrantClient,
-    collection: str,
+    store: Store,
     embeddings: Embeddings,
     model_id: str,
     questions: Sequence[str],
@@ -391,18 +385,17 @@ def search_many(
     With a reranker, the first stage's top `reranker.settings.depth` candidates of each question are rescored.
     Settings not given are read from the environment (`SearchSettings.from_env`).
     """
-    check_model(client, collection, model_id)
+    check_model(store, model_id)
     if not questions:
         return []
     settings = settings or SearchSettings.from_env()
     vectors = embeddings.embed_documents([dense_query_text(q) for q in questions])
-    rankings = first_stage(client, collection, questions, vectors, max(CANDIDATES, top_k), query_filter, settings)
-    return second_stage(client, collection, questions, vectors, rankings, top_k, settings, reranker)
+    rankings = first_stage(store, questions, vectors, max(CANDIDATES, top_k), query_filter, settings)
+    return second_stage(store, questions, vectors, rankings, top_k, settings, reranker)
 
 
 def search(
-    client: QdrantClient,
-    collection: str,
+    store: Store,
     embeddings: Embeddings,
     model_id: str,
     question: str,
@@ -410,4 +403,4 @@ def search(
     reranker: reranking.Reranker | None = None,
 ) -> list[SearchResult]:
     """The top-k distinct chunks for one question, each linked to its best phrase."""
-    return search_many(client, collection, embeddings, model_id, [question], top_k, reranker=reranker)[0]
+    return search_many(store, embeddings, model_id, [question], top_k, reranker=reranker)[0]

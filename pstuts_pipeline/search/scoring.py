@@ -4,16 +4,15 @@ side-by-side comparison, so the CLI and the UI can never disagree on what a metr
 from collections.abc import Callable, Sequence
 
 from langchain_core.embeddings import Embeddings
-from qdrant_client import QdrantClient
 
 from pstuts_pipeline.search import evaluation, reranking, retrieval
+from pstuts_pipeline.search.store import Store
 
 BATCH = 128  # questions embedded and searched together: large enough to batch well, small enough to show progress
 
 
 def score_search(
-    client: QdrantClient,
-    collection: str,
+    store: Store,
     query_embeddings: Embeddings,
     model_id: str,
     questions: Sequence[evaluation.Question],
@@ -32,6 +31,6 @@ def score_search(
     on_progress(0, len(texts))
     for start in range(0, len(texts), BATCH):
         batch = texts[start : start + BATCH]
-        ranked += retrieval.search_many(client, collection, query_embeddings, model_id, batch, top_k, reranker=reranker)
+        ranked += retrieval.search_many(store, query_embeddings, model_id, batch, top_k, reranker=reranker)
         on_progress(len(ranked), len(texts))
     return evaluation.evaluate(questions, ranked, asked=asked)

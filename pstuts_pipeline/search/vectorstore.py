@@ -1,18 +1,17 @@
-"""The Qdrant collection: its schema, point layout (langchain-qdrant's payload), idempotent per-video writes."""
+"""The collection: its schema, point layout (langchain-qdrant's payload), idempotent per-video writes, on any `Store`."""
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from qdrant_client import QdrantClient, models
+from qdrant_client import models
 
 from pstuts_pipeline.chunking.chunker import TimedChunk
 from pstuts_pipeline.search import lexical
+from pstuts_pipeline.search.store import Store
 
 DENSE_VECTOR = ""  # the default (unnamed) vector, so QdrantVectorStore(client, collection, embeddings) works
 SENTENCE_VECTORS = "sentences"
@@ -30,19 +29,6 @@ PAYLOAD_FIELDS = (
     "sent_ids",
     "speech_start_stop_times",
 )
-
-
-# Writes made through each client in this process, so a view of a collection held in memory knows it is stale.
-_writes: weakref.WeakKeyDictionary[QdrantClient, int] = weakref.WeakKeyDictionary()
-
-
-def writes_through(client: QdrantClient) -> int:
-    """How many writes this process has made through the client (every write here goes through this module)."""
-    return _writes.get(client, 0)
-
-
-def _wrote(client: QdrantClient) -> None:
-    _writes[client] = _writes.get(client, 0) + 1
 
 
 class ModelMismatchError(RuntimeError):
@@ -71,51 +57,28 @@ def video_filter(video_id: int) -> models.Filter:
     return models.Filter(must=[models.FieldCondition(key=VIDEO_ID_FIELD, match=models.MatchValue(value=video_id))])
 
 
-def ensure_collection(client: QdrantClient, name: str, dimension: int, model_id: str) -> None:
+def ensure_collection(store: Store, dimension: int, model_id: str) -> None:
     """Create the collection once, even with writers racing; refuse to mix vectors of different models in it."""
-    if not client.collection_exists(name):
-        _wrote(client)
-        try:
-            client.create_collection(
-                name,
-                vectors_config={
-                    DENSE_VECTOR: models.VectorParams(size=dimension, distance=models.Distance.COSINE),
-                    SENTENCE_VECTORS: models.VectorParams(
-                        size=dimension,
-                        distance=models.Distance.COSINE,
-                        multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
-                    ),
-                },
-                sparse_vectors_config={SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
-                metadata={"embedding_model": model_id},
-            )
-        except Exception:
-            # Another writer created it between our check and our create (server mode, parallel steps).
-            if not client.collection_exists(name):
-                raise
-    info = client.get_collection(name)
-    stored = (info.config.metadata or {}).get("embedding_model")
+    store.create(
+        {
+            DENSE_VECTOR: models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+            SENTENCE_VECTORS: models.VectorParams(
+                size=dimension,
+                distance=models.Distance.COSINE,
+                multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+            ),
+        },
+        {SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        model_id,
+        # Every write filters on the video id: an integer index serves its exact matches.
+        VIDEO_ID_FIELD,
+    )
+    stored = store.model()
     if stored is not None and stored != model_id:
         raise ModelMismatchError(
-            f"collection {name!r} was built with {stored}, not {model_id}: re-ingest into a new collection "
-            "(PSTUTS_COLLECTION) or delete it first"
+            f"collection {store.collection!r} was built with {stored}, not {model_id}: re-ingest into a new "
+            "collection (PSTUTS_COLLECTION) or delete it first"
         )
-    # Every write filters on the video id; a server indexes it (local mode scans anyway). Checked on every call,
-    # so a writer that lost the creation race, or a creator that died before indexing, still gets the index.
-    if is_server(client) and VIDEO_ID_FIELD not in (info.payload_schema or {}):
-        client.create_payload_index(name, VIDEO_ID_FIELD, models.PayloadSchemaType.INTEGER, wait=True)
-
-
-def is_server(client: QdrantClient) -> bool:
-    """Whether the client talks to a Qdrant server rather than local mode (a path or :memory:)."""
-    options = client.init_options
-    return bool(options.get("url") or options.get("host") or str(options.get("location") or "").startswith("http"))
-
-
-def collection_model(client: QdrantClient, name: str) -> str | None:
-    """The embedding model a collection was built with, as recorded when it was created."""
-    metadata = client.get_collection(name).config.metadata or {}
-    return metadata.get("embedding_model")
 
 
 def chunk_payload(chunk: TimedChunk, video: VideoInfo, fingerprint: str) -> dict[str, Any]:
@@ -165,79 +128,51 @@ def build_points(
     return points
 
 
-def sync_local_writes_lazily(client: QdrantClient, collection: str) -> None:
-    """Let local mode commit points without a disk sync each: SQLite WAL with synchronous=NORMAL.
-
-    Local mode writes every point in its own SQLite transaction, synced to disk: about 70 points a second
-    here, against some 3,000 with NORMAL. WAL with NORMAL never corrupts the file; a power cut may lose the
-    last points, and their video's missing fingerprint then gets it ingested again. Servers are untouched.
-    """
-    local = getattr(client, "_client", None)
-    persistence = getattr(getattr(local, "collections", {}).get(collection), "storage", None)
-    connection = getattr(persistence, "storage", None)
-    if isinstance(connection, sqlite3.Connection):
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
-
-
 def replace_video_points(
-    client: QdrantClient,
-    collection: str,
-    video_id: int,
-    points: list[models.PointStruct],
-    existing: set[str] | None = None,
+    store: Store, video_id: int, points: list[models.PointStruct], existing: set[str] | None = None
 ) -> int:
     """Upsert a video's new points, then delete its stale ones: a crash in between never leaves it empty.
 
     `existing`, the ids the video had before (from `points_of_videos` for all of a run's videos at once),
-    spares a filtered count: local mode scans the whole collection for each, which grows with the square
-    of the corpus when every video is written.
+    spares a filtered count per video.
     """
-    sync_local_writes_lazily(client, collection)
-    _wrote(client)
     if points:
-        client.upsert(collection, points=points, wait=True)
+        store.upsert(points)
     if existing is not None:
         stale_ids = sorted(existing - {str(p.id) for p in points})
         if stale_ids:
-            client.delete(collection, points_selector=models.PointIdsList(points=stale_ids), wait=True)
+            store.delete(ids=stale_ids)
         return len(stale_ids)
     keep = [p.id for p in points]
     stale = models.Filter(
         must=video_filter(video_id).must,
         must_not=[models.HasIdCondition(has_id=keep)] if keep else None,
     )
-    stale_count = client.count(collection, count_filter=stale, exact=True).count
+    stale_count = store.count(stale)
     if stale_count:
-        client.delete(collection, points_selector=models.FilterSelector(filter=stale), wait=True)
+        store.delete(where=stale)
     return stale_count
 
 
-def delete_video(client: QdrantClient, collection: str, video_id: int) -> int:
+def delete_video(store: Store, video_id: int) -> int:
     """Remove every point of a video (it left the data folder)."""
-    if not client.collection_exists(collection):
+    if not store.exists():
         return 0
-    count = client.count(collection, count_filter=video_filter(video_id), exact=True).count
+    count = store.count(video_filter(video_id))
     if count:
-        sync_local_writes_lazily(client, collection)
-        _wrote(client)
-        client.delete(collection, points_selector=models.FilterSelector(filter=video_filter(video_id)), wait=True)
+        store.delete(where=video_filter(video_id))
     return count
 
 
-def stored_fingerprints(client: QdrantClient, collection: str) -> dict[int, set[str]]:
+def stored_fingerprints(store: Store) -> dict[int, set[str]]:
     """What each stored video was built from, read off its points' payloads."""
-    if not client.collection_exists(collection):
+    if not store.exists():
         return {}
     found: dict[int, set[str]] = {}
     offset = None
     while True:
-        points, offset = client.scroll(
-            collection,
-            limit=1024,
-            offset=offset,
-            with_payload=["metadata.video_id", "metadata.fingerprint"],
-            with_vectors=False,
+        points, offset = store.scroll(
+            limit=4096, offset=offset, with_payload=[VIDEO_ID_FIELD, "metadata.fingerprint"], with_vectors=False
         )
         for point in points:
             meta = (point.payload or {}).get("metadata", {})
@@ -246,28 +181,24 @@ def stored_fingerprints(client: QdrantClient, collection: str) -> dict[int, set[
             return found
 
 
-def video_points(client: QdrantClient, collection: str, video_id: int) -> list[models.Record]:
+def video_points(store: Store, video_id: int) -> list[models.Record]:
     """Every point of a video with its payload, in chunk order."""
-    return points_of_videos(client, collection, [video_id])[video_id]
+    return points_of_videos(store, [video_id])[video_id]
 
 
-def points_of_videos(
-    client: QdrantClient, collection: str, video_ids: list[int], payload: bool = True
-) -> dict[int, list[models.Record]]:
-    """Every point of these videos, in chunk order, in one pass over the collection however many videos.
+def points_of_videos(store: Store, video_ids: list[int], payload: bool = True) -> dict[int, list[models.Record]]:
+    """Every point of these videos, in chunk order, in one filtered pass however many videos.
 
     Without `payload`, points carry only their video id and chunk index.
     """
     found: dict[int, list[models.Record]] = {v: [] for v in video_ids}
-    if not video_ids or not client.collection_exists(collection):
+    if not video_ids or not store.exists():
         return found
     wanted = models.Filter(must=[models.FieldCondition(key=VIDEO_ID_FIELD, match=models.MatchAny(any=video_ids))])
     fields = True if payload else [VIDEO_ID_FIELD, "metadata.chunk_index"]
     offset = None
     while True:
-        points, offset = client.scroll(
-            collection, scroll_filter=wanted, limit=4096, offset=offset, with_payload=fields, with_vectors=False
-        )
+        points, offset = store.scroll(wanted, limit=4096, offset=offset, with_payload=fields, with_vectors=False)
         for point in points:
             found[point.payload["metadata"]["video_id"]].append(point)
         if offset is None:
@@ -275,15 +206,15 @@ def points_of_videos(
     return {v: sorted(points, key=lambda p: p.payload["metadata"]["chunk_index"]) for v, points in found.items()}
 
 
-def stored_videos(client: QdrantClient, collection: str) -> dict[int, dict[str, Any]]:
+def stored_videos(store: Store) -> dict[int, dict[str, Any]]:
     """Each stored video's title, source file and point count, in one scroll of the payloads (`pstuts videos`)."""
     found: dict[int, dict[str, Any]] = {}
-    if not client.collection_exists(collection):
+    if not store.exists():
         return found
     fields = [VIDEO_ID_FIELD, "metadata.title", "metadata.source_file"]
     offset = None
     while True:
-        points, offset = client.scroll(collection, limit=4096, offset=offset, with_payload=fields, with_vectors=False)
+        points, offset = store.scroll(limit=4096, offset=offset, with_payload=fields, with_vectors=False)
         for point in points:
             meta = (point.payload or {}).get("metadata", {})
             video = found.setdefault(

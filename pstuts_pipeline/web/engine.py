@@ -1,14 +1,14 @@
 """What the page asks of the project: search and answer a question with the domain modules, shaped for the API.
 
-The embedder (and the chat model's client) are made once per server process. A local store is read from a private
-copy kept open between questions and renewed when the store changes (`web/store.py`), so `pstuts ingest` can write
-the store while the page answers; a server's client is opened per question.
+The embedder (and the chat model's client) are made once per server process. A local store is kept open between
+questions and let go whenever another process waits for it (`web/held_store.py`): Qdrant Edge holds a folder in one
+process at a time, so `pstuts ingest` writes between questions (a question waits up to LOCK_TIMEOUT_S for a write
+step to end). A server's client is opened per question.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,15 +21,15 @@ from pstuts_pipeline.answers.answering import Answer, answer_documents, mmss
 from pstuts_pipeline.answers.chat import ChatSettings, chat_model
 from pstuts_pipeline.search import confidence, reranking, retrieval
 from pstuts_pipeline.search.langchain_retriever import result_document
+from pstuts_pipeline.web.held_store import HeldStore
 from pstuts_pipeline.web.media import MediaIndex, player
 from pstuts_pipeline.web.schemas import AskReply, Moment, Result, Status
-from pstuts_pipeline.web.store import StoreCopy
 
 if TYPE_CHECKING:
-    from qdrant_client import QdrantClient
+    from pstuts_pipeline.search.store import Store
 
-ClientOpener = Callable[[], contextlib.AbstractContextManager["QdrantClient"]]
-# How long a question waits for a local store that another process (an ingest) is writing, when there is no copy.
+StoreOpener = Callable[[], contextlib.AbstractContextManager["Store"]]
+# How long a question waits for a local store that another process (an ingest) is writing.
 LOCK_TIMEOUT_S = 10.0
 
 
@@ -41,7 +41,7 @@ class CollectionUnavailable(RuntimeError):
 class Engine:
     """The project's search and answers for one server process."""
 
-    open_client: ClientOpener
+    open_store: StoreOpener
     collection: str
     embeddings: Embeddings
     model_id: str
@@ -49,12 +49,10 @@ class Engine:
     media: MediaIndex
     reranker: reranking.Reranker | None = None
     llm: BaseChatModel | None = None
-    # What the engine holds beyond a question (the local store's open copy), let go when the server stops.
+    # What the engine holds beyond a question (the local store, kept open), let go when the server stops.
     on_close: Callable[[], None] | None = None
     # Under this a first result is "no good match" (PSTUTS_MIN_CONFIDENCE, read when the engine is made).
     min_confidence: float = field(default_factory=confidence.threshold)
-    # Local-mode Qdrant admits one client per folder, also within a process: one question at a time opens it.
-    _store: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         if self.llm is None and self.chat.enabled:
@@ -65,19 +63,25 @@ class Engine:
         """An engine on the resources `pstuts search` and `pstuts ask` use (settings.py's environment)."""
         embeddings, qdrant = resources["embeddings"], resources["qdrant"]
 
-        def open_server_client() -> contextlib.AbstractContextManager[QdrantClient]:
-            return qdrant.get_client(read_only=True, lock_timeout_s=LOCK_TIMEOUT_S)
+        from pstuts_pipeline.search.edge_store import others_waiting
 
-        copy = None if qdrant.server_url else StoreCopy(qdrant.local_path, LOCK_TIMEOUT_S)
+        def open_store() -> contextlib.AbstractContextManager[Store]:
+            return qdrant.get_store(read_only=True, lock_timeout_s=LOCK_TIMEOUT_S)
+
+        held = (
+            None
+            if qdrant.server_url
+            else HeldStore(open_store, lambda: others_waiting(qdrant.local_path, qdrant.collection))
+        )
         return cls(
-            open_client=copy.client if copy else open_server_client,
+            open_store=held.use if held else open_store,
             collection=qdrant.collection,
             embeddings=embeddings.query_embeddings(),
             model_id=embeddings.model_id,
             chat=resources["chat_model"].settings(),
             media=MediaIndex(resources["transcript_source"].path()),
             reranker=resources["reranker"].get(),
-            on_close=copy.close if copy else None,
+            on_close=held.close if held else None,
         )
 
     def close(self) -> None:
@@ -90,23 +94,22 @@ class Engine:
         self.embeddings.embed_query("warm up")
 
     @contextlib.contextmanager
-    def _client(self) -> Iterator[QdrantClient]:
+    def _opened(self) -> Iterator[Store]:
         from filelock import Timeout
 
-        with self._store:
-            try:
-                with self.open_client() as client:
-                    yield client
-            except Timeout as error:
-                # filelock's message names the lock file, so the operator can see which store is held.
-                raise CollectionUnavailable(
-                    f"{error} another process (an ingest?) is writing the Qdrant store: ask again when it is done"
-                ) from None
+        try:
+            with self.open_store() as store:
+                yield store
+        except Timeout as error:
+            # filelock's message names the lock file, so the operator can see which store is held.
+            raise CollectionUnavailable(
+                f"{error} another process (an ingest?) is writing the Qdrant store: ask again when it is done"
+            ) from None
 
-    def _require_points(self, client: QdrantClient) -> int:
-        if not client.collection_exists(self.collection):
+    def _require_points(self, store: Store) -> int:
+        if not store.exists():
             raise CollectionUnavailable(f"collection {self.collection!r} does not exist yet: run `pstuts ingest` first")
-        points = client.count(self.collection).count
+        points = store.count()
         if not points:
             raise CollectionUnavailable(f"collection {self.collection!r} is empty: run `pstuts ingest` on your data")
         return points
@@ -114,8 +117,8 @@ class Engine:
     def status(self) -> Status:
         """What the page says before a question: the collection's size and how answers are written."""
         try:
-            with self._client() as client:
-                points, problem = self._require_points(client), None
+            with self._opened() as store:
+                points, problem = self._require_points(store), None
         except CollectionUnavailable as error:
             points, problem = 0, str(error)
         return Status(
@@ -124,11 +127,9 @@ class Engine:
 
     def ask(self, question: str, top_k: int) -> AskReply:
         """Search, let go of the store, then answer (chat model or extractive) citing only retrieved moments."""
-        with self._client() as client:
-            self._require_points(client)
-            found = retrieval.search(
-                client, self.collection, self.embeddings, self.model_id, question, top_k, reranker=self.reranker
-            )
+        with self._opened() as store:
+            self._require_points(store)
+            found = retrieval.search(store, self.embeddings, self.model_id, question, top_k, reranker=self.reranker)
         documents = [result_document(r) for r in found]
         answer = answer_documents(question, documents, self.llm, self.chat, self.min_confidence)
         return self._reply(answer, found)

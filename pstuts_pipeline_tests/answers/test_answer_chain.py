@@ -66,10 +66,9 @@ def ask_cli(searchable, question: str, env: dict[str, str]) -> tuple[dict, str]:
 @pytest.mark.server
 def test_the_local_model_answers_citing_only_retrieved_moments(chat_url, searchable):
     embeddings, qdrant = searchable["resources"]["embeddings"], searchable["resources"]["qdrant"]
-    with qdrant.get_client() as client:
+    with qdrant.get_store() as store:
         retriever = PstutsRetriever(
-            client=client,
-            collection=qdrant.collection,
+            store=store,
             embeddings=embeddings.query_embeddings(),
             model_id=embeddings.model_id,
             k=3,

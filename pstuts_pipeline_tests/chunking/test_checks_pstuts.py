@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 from helpers import stored_points
 from langchain_core.documents import Document
+from qdrant_client import models
 
 from pstuts_pipeline.chunking import validation
 from pstuts_pipeline.chunking.chunker import TimedChunk
@@ -180,13 +181,14 @@ def test_the_points_check_fails_when_a_video_lost_points_or_fields(all_pstuts, t
     qdrant = QdrantResource(path=str(tmp_path / "qdrant"))
     shutil.copytree(all_pstuts.storage / "qdrant", tmp_path / "qdrant")
     assert points_problems({key: chunks[key]}, qdrant) == {key: []}
-    with qdrant.get_client() as client:
-        first = stored_points(all_pstuts.storage)
+    first = stored_points(all_pstuts.storage)
+    with qdrant.get_store() as store:
         mine = [p for p in first if str(p["payload"]["metadata"]["video_id"]) == key]
-        client.delete(qdrant.collection, points_selector=[mine[0]["id"]])
+        store.delete(ids=[mine[0]["id"]])
         payload = mine[1]["payload"]
         del payload["metadata"]["url"]
-        client.overwrite_payload(qdrant.collection, payload=payload, points=[mine[1]["id"]])
+        [record] = store.retrieve([mine[1]["id"]], with_vectors=True)
+        store.upsert([models.PointStruct(id=record.id, vector=record.vector, payload=payload)])
     problems = points_problems({key: chunks[key]}, qdrant)[key]
     assert problems[0] == f"{len(chunks[key]) - 1} points for {len(chunks[key])} chunks"
     assert problems[1] == f"point {mine[1]['id']}: missing ['url']"

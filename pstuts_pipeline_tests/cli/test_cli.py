@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from qdrant_client import QdrantClient
+from helpers import local_points
 
 from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
 
@@ -30,11 +30,7 @@ def cli_env(storage: Path) -> dict[str, str]:
 
 
 def point_counts(storage: Path) -> dict[int, int]:
-    client = QdrantClient(path=str(storage / "qdrant"))
-    try:
-        points, _ = client.scroll("pstuts_transcripts", limit=10_000, with_payload=True)
-    finally:
-        client.close()
+    points = local_points(storage / "qdrant")
     counts: dict[int, int] = {}
     for point in points:
         video = point.payload["metadata"]["video_id"]

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy.exc
-from helpers import run_main
-from qdrant_client import QdrantClient, models
+from helpers import COLLECTION, run_main, small_collection
 from servers import free_port
 
 from pstuts_pipeline.cli import app as cli
@@ -85,8 +84,8 @@ def test_a_dagster_storage_error_names_the_instance_folder(monkeypatch, capsys, 
 def test_an_unreachable_qdrant_server_is_named():
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(QdrantUnavailableError) as refused:
-        with QdrantResource(url=url, timeout_s=5).get_client() as client:
-            client.collection_exists("pstuts_transcripts")
+        with QdrantResource(url=url, timeout_s=5).get_store() as store:
+            store.exists()
     assert str(refused.value).startswith(f"Qdrant server at {url} (QDRANT_URL): ")
     assert "Connection refused" in str(refused.value)
 
@@ -107,14 +106,14 @@ def test_search_against_an_unreachable_server_says_which(storage):
     assert f"error: Qdrant server at {url} (QDRANT_URL): [Errno 111] Connection refused" in done.stderr, done.stderr
 
 
-def test_a_full_disk_under_local_qdrant_names_the_folder(tmp_path):
+def test_an_engine_error_opening_the_local_store_names_the_folder(tmp_path):
+    small_collection(tmp_path / "qdrant")
+    (tmp_path / "qdrant" / COLLECTION / "edge_config.json").write_text("{not json")  # a damaged shard
     qdrant = QdrantResource(path=str(tmp_path / "qdrant"))
-    with pytest.raises(QdrantStorageError) as full:
-        with qdrant.get_client():
-            raise sqlite3.OperationalError("database or disk is full")  # what qdrant-client's SQLite raises
-    assert (
-        str(full.value) == f"local Qdrant folder {tmp_path / 'qdrant'} (PSTUTS_QDRANT_PATH): database or disk is full"
-    )
+    with pytest.raises(QdrantStorageError) as damaged:
+        with qdrant.get_store():
+            pass
+    assert str(damaged.value).startswith(f"local Qdrant folder {tmp_path / 'qdrant'} (PSTUTS_QDRANT_PATH): ")
 
 
 def test_a_folder_that_cannot_be_written_is_named(tmp_path):
@@ -123,22 +122,19 @@ def test_a_folder_that_cannot_be_written_is_named(tmp_path):
     with pytest.raises(
         QdrantStorageError, match=f"local Qdrant folder {tmp_path / 'file' / 'qdrant'} .*cannot be opened"
     ):
-        with qdrant.get_client():
+        with qdrant.get_store():
             pass
 
 
 def test_search_reads_a_read_only_folder_through_a_private_copy(tmp_path, monkeypatch):
     folder = tmp_path / "qdrant"
-    client = QdrantClient(path=str(folder))
-    client.create_collection("c", vectors_config=models.VectorParams(size=2, distance=models.Distance.COSINE))
-    client.upsert("c", [models.PointStruct(id=1, vector=[1.0, 0.0], payload={"a": 1})])
-    client.close()
+    small_collection(folder, "c")
     before = sorted(p.name for p in tmp_path.rglob("*"))
     real_access = os.access
     # As root every folder is writable, so the read-only mount is simulated where the resource asks.
     monkeypatch.setattr(os, "access", lambda path, mode: False if Path(path) == folder else real_access(path, mode))
 
-    with QdrantResource(path=str(folder)).get_client(read_only=True) as reader:
-        assert reader.count("c").count == 1
+    with QdrantResource(path=str(folder), collection="c").get_store(read_only=True) as reader:
+        assert reader.count() == 1
 
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no lock file written beside or inside it

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import REPO, SAMPLE_DIR
-from qdrant_client import QdrantClient
+from helpers import REPO, SAMPLE_DIR, local_points
 
 from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
 
@@ -48,11 +47,7 @@ def pstuts(env: dict[str, str], *args: str, timeout: int = 600) -> subprocess.Co
 
 def points(env: dict[str, str]) -> list[tuple[str, str, int, str]]:
     """Every stored point as (id, fingerprint, video, text), sorted: what an exact comparison needs."""
-    client = QdrantClient(path=str(Path(env["PSTUTS_STORAGE_DIR"]) / "qdrant"))
-    try:
-        found, _ = client.scroll(COLLECTION, limit=10_000, with_payload=True)
-    finally:
-        client.close()
+    found = local_points(Path(env["PSTUTS_STORAGE_DIR"]) / "qdrant", COLLECTION)
     return sorted(
         (str(p.id), p.payload["metadata"]["fingerprint"], p.payload["metadata"]["video_id"], p.payload["page_content"])
         for p in found

@@ -8,13 +8,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import run_main
-from qdrant_client import QdrantClient, models
+from helpers import run_main, small_collection
+from qdrant_client import models
 from servers import free_port
 
 from pstuts_pipeline.answers.answering import Answer, Citation
 from pstuts_pipeline.cli import app as cli
 from pstuts_pipeline.defs.resources import QdrantResource, QdrantUnavailableError
+from pstuts_pipeline.search.edge_store import EdgeStore
 
 COLLECTION = "pstuts_transcripts"
 
@@ -23,19 +24,16 @@ COLLECTION = "pstuts_transcripts"
 def store(tmp_path, monkeypatch) -> Path:
     """A local Qdrant folder with the collection and one point, the CLI pointed at it."""
     folder = tmp_path / "qdrant"
-    client = QdrantClient(path=str(folder))
-    client.create_collection(COLLECTION, vectors_config=models.VectorParams(size=2, distance=models.Distance.COSINE))
-    client.upsert(COLLECTION, [models.PointStruct(id=1, vector=[1.0, 0.0], payload={"a": 1})])
-    client.close()
+    small_collection(folder)
     monkeypatch.setenv("PSTUTS_QDRANT_PATH", str(folder))
     monkeypatch.setattr(cli, "_definitions", cli._definitions.__wrapped__)
     return folder
 
 
 def _empty(folder: Path) -> None:
-    client = QdrantClient(path=str(folder))
-    client.delete(COLLECTION, models.Filter())
-    client.close()
+    store = EdgeStore(folder, COLLECTION, lock_timeout_s=5)
+    store.delete(where=models.Filter())
+    store.close()
 
 
 @pytest.mark.parametrize("command", ["search", "ask"])
@@ -44,12 +42,9 @@ def _empty(folder: Path) -> None:
     [
         (lambda folder: shutil.rmtree(folder), "does not exist yet: run `pstuts ingest` first"),
         (_empty, "is empty (its store may have been emptied or damaged): run `pstuts ingest --force`"),
-        (
-            lambda folder: shutil.rmtree(folder / "collection" / COLLECTION),
-            "is empty (its store may have been emptied or damaged)",
-        ),
+        (lambda folder: shutil.rmtree(folder / COLLECTION), "does not exist yet: run `pstuts ingest` first"),
     ],
-    ids=["missing", "emptied", "collection-folder-gone"],
+    ids=["missing", "emptied", "shard-folder-gone"],
 )
 def test_a_missing_empty_or_damaged_collection_is_said_with_a_non_zero_exit(
     store, monkeypatch, capsys, command, damage, said
@@ -111,7 +106,7 @@ def test_ask_escapes_the_answer_titles_and_links(store, monkeypatch, capsys):
 def test_a_qdrant_url_with_a_password_is_never_echoed():
     url = f"http://admin:pa55word@127.0.0.1:{free_port()}"
     with pytest.raises(QdrantUnavailableError) as refused:
-        with QdrantResource(url=url, timeout_s=5).get_client() as client:
-            client.collection_exists(COLLECTION)
+        with QdrantResource(url=url, timeout_s=5).get_store() as store:
+            store.exists()
     assert "pa55word" not in str(refused.value)
     assert str(refused.value).startswith(f"Qdrant server at {url.replace('admin:pa55word@', '')} (QDRANT_URL): ")

@@ -38,8 +38,8 @@ def videos() -> list[dict]:
 
 def points(storage: Path) -> Points:
     """Every point of a local collection: id -> (video id, fingerprint, text)."""
-    with QdrantResource(path=str(storage / "qdrant"), collection=COLLECTION).get_client() as client:
-        found, _ = client.scroll(COLLECTION, limit=100_000, with_payload=True)
+    with QdrantResource(path=str(storage / "qdrant"), collection=COLLECTION).get_store() as store:
+        found, _ = store.scroll(limit=100_000, with_payload=True)
     return {
         str(p.id): (p.payload["metadata"]["video_id"], p.payload["metadata"]["fingerprint"], p.payload["page_content"])
         for p in found

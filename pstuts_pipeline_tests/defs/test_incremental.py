@@ -17,7 +17,7 @@ from pstuts_pipeline.chunking.transcripts import load_catalog, normalize_text
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.cli.report import unchanged_report
 from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.defs.reconcile import fingerprint_function, ingest_ranges, read_store
+from pstuts_pipeline.defs.reconcile import fingerprint_function, ingest_ranges, plan_tick, read_store
 from pstuts_pipeline.defs.resources import fields_of, resources_from_env
 from pstuts_pipeline.resource_fields import resource_fields_from_env
 from pstuts_pipeline.sources.reconciliation import reconcile
@@ -40,8 +40,8 @@ def data_folder(tmp_path, pstuts_files, monkeypatch) -> Path:
 def points_by_id(resources: dict) -> dict[str, dict]:
     """Every stored point: payload and vectors, to compare before and after."""
     qdrant = resources["qdrant"]
-    with qdrant.get_client() as client:
-        points, _ = client.scroll(qdrant.collection, limit=10_000, with_payload=True, with_vectors=True)
+    with qdrant.get_store() as store:
+        points, _ = store.scroll(limit=10_000, with_payload=True, with_vectors=True)
     return {str(p.id): {"payload": p.payload, "vector": p.vector} for p in points}
 
 
@@ -67,7 +67,7 @@ def texts_of(video: dict, chunk_texts: list[str]) -> set[str]:
 
 
 @pytest.mark.slow
-def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, storage, instance):
+def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, storage, instance, monkeypatch):
     resources = resources_from_env()
     defs = build_definitions(resources)
     first = ingest(defs, instance)
@@ -80,10 +80,27 @@ def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, stora
     assert instance.get_runs_count() == runs_before
     assert points_by_id(resources) == before and again.points_in_collection == len(before)
 
-    # The CLI's shortcut reaches the same verdict from the ledger, without opening Qdrant or the instance.
+    # The CLI's shortcut reaches the same verdict from the ledger, without opening Qdrant or the instance, and
+    # without reading the data folder's files, which it found untouched.
+    def no_reading(*args: object) -> None:
+        raise AssertionError("the data folder was read")
+
+    monkeypatch.setattr("pstuts_pipeline.cli.report.load_catalog", no_reading)
     quick = unchanged_report(resource_fields_from_env())
     assert quick is not None and quick.from_ledger
     assert quick.plan.unchanged == again.plan.unchanged and quick.points_in_collection == len(before)
+    # The sensor's tick reaches it too, from the instance's partitions and the same proof.
+    monkeypatch.setattr("pstuts_pipeline.defs.reconcile.load_catalog", no_reading)
+    r = defs.resources
+    tick = plan_tick(instance, r["transcript_source"], r["embeddings"], r["chunker"], r["qdrant"], trigger="sensor")
+    assert tick.run_requests == [] and tick.skip_reason.endswith("nothing to ingest or remove (files untouched)")
+    # A file touched (even to the same text) sends the check back to reading the folder.
+    touched = next(data_folder.glob("*.json"))
+    touched.write_text(touched.read_text())
+    with pytest.raises(AssertionError, match="the data folder was read"):
+        unchanged_report(resource_fields_from_env())
+    with pytest.raises(AssertionError, match="the data folder was read"):
+        plan_tick(instance, r["transcript_source"], r["embeddings"], r["chunker"], r["qdrant"], trigger="sensor")
 
 
 @pytest.mark.slow
@@ -99,8 +116,8 @@ def test_the_ledger_gives_way_to_any_other_write(data_folder, storage, instance,
     victim = before[next(iter(before))]["payload"]["metadata"]["video_id"]
     from pstuts_pipeline.search import vectorstore
 
-    with resources["qdrant"].get_client() as client:
-        assert vectorstore.delete_video(client, resources["qdrant"].collection, victim) > 0
+    with resources["qdrant"].get_store() as store:
+        assert vectorstore.delete_video(store, victim) > 0
     assert unchanged_report(fields_of(resources)) is None
     repaired = ingest(defs, instance)
     assert repaired.plan.to_ingest == [str(victim)] and len(repaired.run_ids) == 1

@@ -27,6 +27,9 @@ from pstuts_pipeline.defs.resources import (
     resources_from_env,
 )
 from pstuts_pipeline.search import vectorstore
+from pstuts_pipeline.search.client_store import ClientStore
+from pstuts_pipeline.search.edge_store import EdgeStore
+from pstuts_pipeline.search.migration import copy_collection
 from pstuts_pipeline.sources.pstuts_json import video_of
 
 FEW_VIDEOS = 3
@@ -101,12 +104,12 @@ def test_each_asset_on_a_real_video(few_real_videos):
 
 
 def _payloads(path: Path, collection: str) -> list[dict]:
-    client = QdrantClient(path=str(path))
+    store = EdgeStore(path, collection, lock_timeout_s=60)
     try:
-        points, _ = client.scroll(collection, limit=10_000, with_payload=True)
+        points, _ = store.scroll(limit=10_000, with_payload=True)
         return [{"id": p.id, **p.payload} for p in points]
     finally:
-        client.close()
+        store.close()
 
 
 @pytest.mark.slow
@@ -155,7 +158,11 @@ def test_materializing_real_videos_fills_qdrant_idempotently(few_real_videos, st
 
 
 @pytest.mark.slow
-def test_langchain_qdrant_vectorstore_reads_the_collection(few_real_videos, storage, instance, monkeypatch):
+def test_langchain_qdrant_vectorstore_reads_the_collection_on_the_server_path(
+    few_real_videos, storage, instance, monkeypatch, tmp_path
+):
+    """The collection as a server holds it (copied through the store interface into qdrant-client, whose local
+    mode stands in for a server here) is what LangChain's own QdrantVectorStore reads."""
     folder, chosen = few_real_videos
     monkeypatch.setenv("PSTUTS_DATA_DIR", str(folder))
     defs = build_definitions(resources_from_env())
@@ -163,11 +170,16 @@ def test_langchain_qdrant_vectorstore_reads_the_collection(few_real_videos, stor
     qdrant: QdrantResource = defs.resources["qdrant"]
     embeddings: EmbeddingsResource = defs.resources["embeddings"]
     question = chosen[0]["qa"][0]["q"]
-    with qdrant.get_client() as client:
-        store = QdrantVectorStore(
-            client=client, collection_name=qdrant.collection, embedding=embeddings.query_embeddings()
+    server = ClientStore(QdrantClient(path=str(tmp_path / "server")), qdrant.collection)
+    with qdrant.get_store() as store:
+        assert copy_collection(store, server) == store.count() > 0
+    try:
+        langchain_store = QdrantVectorStore(
+            client=server.client, collection_name=qdrant.collection, embedding=embeddings.query_embeddings()
         )
-        found = store.similarity_search(question, k=3)
+        found = langchain_store.similarity_search(question, k=3)
+    finally:
+        server.close()
     assert len(found) == 3
     assert all(set(vectorstore.PAYLOAD_FIELDS) <= set(d.metadata) for d in found)
     assert {d.metadata["video_id"] for d in found} <= {v["video_id"] for v in chosen}

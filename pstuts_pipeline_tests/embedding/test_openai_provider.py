@@ -45,10 +45,8 @@ def use_openai(monkeypatch, base_url: str, key: str) -> None:
 
 def search(defs: dg.Definitions, question: str) -> list[retrieval.SearchResult]:
     embeddings, qdrant = defs.resources["embeddings"], defs.resources["qdrant"]
-    with qdrant.get_client() as client:
-        return retrieval.search(
-            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, question, 3
-        )
+    with qdrant.get_store() as store:
+        return retrieval.search(store, embeddings.query_embeddings(), embeddings.model_id, question, 3)
 
 
 def test_ingest_and_search_through_a_keyed_openai_compatible_server(storage, instance, monkeypatch, keyed_server):

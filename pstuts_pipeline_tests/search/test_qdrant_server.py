@@ -23,6 +23,8 @@ from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.resources import QdrantResource, resources_from_env
 from pstuts_pipeline.search import vectorstore
+from pstuts_pipeline.search.client_store import ClientStore
+from pstuts_pipeline.search.edge_store import EdgeStore
 
 pytestmark = pytest.mark.server
 URL = os.environ.get("QDRANT_URL", "")
@@ -120,14 +122,14 @@ def video_points(video_id: int, chunks: int) -> list[models.PointStruct]:
 
 def test_writers_of_different_videos_run_in_parallel(collection):
     qdrant = QdrantResource(url=URL, api_key=os.environ.get("QDRANT_API_KEY") or None, collection=collection)
-    with qdrant.get_client() as client:
-        vectorstore.ensure_collection(client, collection, DIMENSION, MODEL_ID)
+    with qdrant.get_store() as store:
+        vectorstore.ensure_collection(store, DIMENSION, MODEL_ID)
     inside = threading.Barrier(WRITERS, timeout=60)
 
     def writer(i: int) -> None:
-        with qdrant.get_client() as client:
-            inside.wait()  # every writer holds a client at once: no lock serializes them, unlike local mode
-            vectorstore.replace_video_points(client, collection, 1000 + i, video_points(1000 + i, 5 + i))
+        with qdrant.get_store() as store:
+            inside.wait()  # every writer holds the collection at once: no lock serializes them, unlike Edge
+            vectorstore.replace_video_points(store, 1000 + i, video_points(1000 + i, 5 + i))
 
     all_at_once(writer, WRITERS)
     with connect() as client:
@@ -135,7 +137,7 @@ def test_writers_of_different_videos_run_in_parallel(collection):
             count = client.count(collection, count_filter=vectorstore.video_filter(1000 + i), exact=True).count
             assert count == 5 + i
         # A re-ingest with fewer chunks leaves no stale points.
-        assert vectorstore.replace_video_points(client, collection, 1000, video_points(1000, 2)) == 3
+        assert vectorstore.replace_video_points(ClientStore(client, collection), 1000, video_points(1000, 2)) == 3
         assert client.count(collection, count_filter=vectorstore.video_filter(1000), exact=True).count == 2
 
 
@@ -169,15 +171,15 @@ def test_server_mode_needs_no_local_path(tmp_path, monkeypatch):
     try:
         qdrant = resources_from_env()["qdrant"]
         assert qdrant.url == url
-        with qdrant.get_client() as client:
-            assert vectorstore.is_server(client)
+        with qdrant.get_store() as store:
+            assert isinstance(store, ClientStore)
         VersionOnly.probed.wait(timeout=30)  # the client checks the version in a thread of its own
     finally:
         probe.shutdown()
         probe.server_close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
-    with QdrantResource(path=str(tmp_path / "local")).get_client() as client:
-        assert not vectorstore.is_server(client)
+    with QdrantResource(path=str(tmp_path / "local")).get_store() as store:
+        assert isinstance(store, EdgeStore)
 
 
 @pytest.mark.slow
@@ -191,4 +193,4 @@ def test_the_pipeline_in_server_mode_keeps_nothing_of_qdrant_locally(server, sto
     finally:
         with connect() as client:
             client.delete_collection(name)
-    assert not (storage / "qdrant").exists() and not (storage / "qdrant.lock").exists()
+    assert not (storage / "qdrant").exists()

@@ -168,13 +168,13 @@ def test_search_with_the_reranker_on_real_dev_videos(searchable, trained, monkey
     assert isinstance(resource, RerankerResource) and resource.get() is resource.get()  # loaded once per process
     model = resource.get()
     depth = model.settings.depth
-    with qdrant.get_client() as client:
-        args = (client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id)
+    with qdrant.get_store() as store:
+        args = (store, embeddings.query_embeddings(), embeddings.model_id)
         first = retrieval.search_many(*args, texts, depth)
         reranked = retrieval.search_many(*args, texts, depth, reranker=model)
-        documents = PstutsRetriever(
-            client=client, collection=qdrant.collection, embeddings=args[2], model_id=args[3], k=3, reranker=model
-        ).invoke(texts[0])
+        documents = PstutsRetriever(store=store, embeddings=args[1], model_id=args[2], k=3, reranker=model).invoke(
+            texts[0]
+        )
     key = lambda r: (r.video_id, r.chunk_index)
     for before, after in zip(first, reranked, strict=True):
         assert sorted(map(key, before)) == sorted(map(key, after))  # the same candidates, reordered

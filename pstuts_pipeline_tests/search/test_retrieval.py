@@ -9,11 +9,13 @@ import dagster as dg
 import numpy as np
 import pytest
 from langchain_core.documents import Document
-from qdrant_client import models
+from qdrant_client import QdrantClient, models
 
 from pstuts_pipeline.defs.assets.evaluation import retrieval_evaluation
-from pstuts_pipeline.search import evaluation, lexical, local_index, retrieval
+from pstuts_pipeline.search import evaluation, lexical, retrieval
+from pstuts_pipeline.search.client_store import ClientStore
 from pstuts_pipeline.search.langchain_retriever import PstutsRetriever
+from pstuts_pipeline.search.migration import copy_collection
 
 
 def scored(pid: str, score: float) -> models.ScoredPoint:
@@ -61,10 +63,8 @@ def test_fusion_standardises_each_ranking_and_weighs_it():
 
 def ask(searchable, questions: list[str], top_k: int = 5) -> list[list[retrieval.SearchResult]]:
     embeddings, qdrant = searchable["resources"]["embeddings"], searchable["resources"]["qdrant"]
-    with qdrant.get_client() as client:
-        return retrieval.search_many(
-            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, questions, top_k
-        )
+    with qdrant.get_store() as store:
+        return retrieval.search_many(store, embeddings.query_embeddings(), embeddings.model_id, questions, top_k)
 
 
 @pytest.mark.slow
@@ -97,29 +97,33 @@ def test_one_question_at_a_time_gives_the_batch_answer(searchable):
     embeddings, qdrant = searchable["resources"]["embeddings"], searchable["resources"]["qdrant"]
     texts = [q.text for q in searchable["questions"][:5]]
     batch = ask(searchable, texts)
-    with qdrant.get_client() as client:
-        single = [
-            retrieval.search(client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, t, 5)
-            for t in texts
-        ]
+    with qdrant.get_store() as store:
+        single = [retrieval.search(store, embeddings.query_embeddings(), embeddings.model_id, t, 5) for t in texts]
     key = lambda results: [(r.video_id, r.chunk_index, r.link_sent_id) for r in results]
     assert [key(r) for r in single] == [key(r) for r in batch]
 
 
 @pytest.mark.slow
-def test_the_in_process_index_answers_as_local_mode_qdrant_does(searchable, monkeypatch):
+def test_search_over_edge_answers_as_over_a_server_store(searchable, tmp_path):
+    """The whole search (fusion, links) on the same points through both engines: qdrant-client's local mode stands in
+    for a server."""
+    embeddings, qdrant = searchable["resources"]["embeddings"], searchable["resources"]["qdrant"]
     texts = [q.text for q in searchable["questions"]]
-    monkeypatch.setattr(local_index, "BUILD_AFTER_QUESTIONS", 10**9)
-    by_qdrant = ask(searchable, texts)
-    monkeypatch.setattr(local_index, "BUILD_AFTER_QUESTIONS", 1)
-    by_index = ask(searchable, texts)
+    server = ClientStore(QdrantClient(path=str(tmp_path / "server")), qdrant.collection)
+    try:
+        with qdrant.get_store() as store:
+            copy_collection(store, server)
+            by_edge = retrieval.search_many(store, embeddings.query_embeddings(), embeddings.model_id, texts, 5)
+        by_server = retrieval.search_many(server, embeddings.query_embeddings(), embeddings.model_id, texts, 5)
+    finally:
+        server.close()
     key = lambda results: [(r.video_id, r.chunk_index, r.link_sent_id) for r in results]
-    same = sum(key(a) == key(b) for a, b in zip(by_qdrant, by_index, strict=True))
-    # Equal scores may be ordered apart (Qdrant breaks ties by its storage order): on all of dev, 9 of 2,524 were.
+    same = sum(key(a) == key(b) for a, b in zip(by_edge, by_server, strict=True))
+    # Equal scores may be ordered apart (each engine breaks ties by its own storage order).
     assert same >= 0.98 * len(texts), (same, len(texts))
     for name in ("hit@5", "link@5", "video@5"):
-        assert evaluation.evaluate(searchable["questions"], by_index)[name] == pytest.approx(
-            evaluation.evaluate(searchable["questions"], by_qdrant)[name], abs=0.005
+        assert evaluation.evaluate(searchable["questions"], by_edge)[name] == pytest.approx(
+            evaluation.evaluate(searchable["questions"], by_server)[name], abs=0.005
         )
 
 
@@ -127,18 +131,15 @@ def test_the_in_process_index_answers_as_local_mode_qdrant_does(searchable, monk
 def test_retriever_returns_documents_with_the_link_in_metadata(searchable):
     embeddings, qdrant = searchable["resources"]["embeddings"], searchable["resources"]["qdrant"]
     question = searchable["questions"][0]
-    with qdrant.get_client() as client:
+    with qdrant.get_store() as store:
         retriever = PstutsRetriever(
-            client=client,
-            collection=qdrant.collection,
+            store=store,
             embeddings=embeddings.query_embeddings(),
             model_id=embeddings.model_id,
             k=3,
         )
         documents = retriever.invoke(question.text)
-        expected = retrieval.search(
-            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, question.text, 3
-        )
+        expected = retrieval.search(store, embeddings.query_embeddings(), embeddings.model_id, question.text, 3)
     assert len(documents) == 3 and all(isinstance(d, Document) for d in documents)
     for document, result in zip(documents, expected, strict=True):
         assert document.page_content == result.text

@@ -123,12 +123,12 @@ def test_the_temporal_signal_reorders_real_results_by_their_neighbours_evidence(
     questions = [q.text for q in searchable["questions"]]
     qdrant, vectors = first_stage_of(searchable, questions)
     on = retrieval.SearchSettings(temporal=TemporalSettings(weight=1.0, sigma_s=30.0))
-    with qdrant.get_client() as client:
-        rankings = retrieval.first_stage(client, qdrant.collection, questions, vectors, retrieval.CANDIDATES)
-        before = retrieval.second_stage(client, qdrant.collection, questions, vectors, rankings, 5)
-        after = retrieval.second_stage(client, qdrant.collection, questions, vectors, rankings, 5, on)
+    with qdrant.get_store() as store:
+        rankings = retrieval.first_stage(store, questions, vectors, retrieval.CANDIDATES)
+        before = retrieval.second_stage(store, questions, vectors, rankings, 5)
+        after = retrieval.second_stage(store, questions, vectors, rankings, 5, on)
         fused = [dict(retrieval.fuse(list(r.values()))) for r in rankings]
-        places = retrieval.places_of(client, qdrant.collection, list({p for f in fused for p in f}))
+        places = retrieval.places_of(store, list({p for f in fused for p in f}))
     changed = 0
     for scores, old, new in zip(fused, before, after, strict=True):
         lift = {p: s - scores[p] for p, s in smoothed(scores, places, on.temporal).items()}
@@ -142,10 +142,8 @@ def test_the_temporal_signal_reorders_real_results_by_their_neighbours_evidence(
     # search_many reads the same setting from the environment.
     monkeypatch.setenv("PSTUTS_TEMPORAL_WEIGHT", "1.0")
     embeddings = searchable["resources"]["embeddings"]
-    with qdrant.get_client() as client:
-        from_env = retrieval.search_many(
-            client, qdrant.collection, embeddings.query_embeddings(), embeddings.model_id, questions[:20], 5
-        )
+    with qdrant.get_store() as store:
+        from_env = retrieval.search_many(store, embeddings.query_embeddings(), embeddings.model_id, questions[:20], 5)
     assert [[r.chunk_index for r in rs] for rs in from_env] == [[r.chunk_index for r in rs] for rs in after[:20]]
 
 
@@ -162,13 +160,13 @@ def test_turning_chunk_context_on_reingests_and_puts_the_title_in_every_chunks_b
     monkeypatch.setenv("PSTUTS_CHUNK_CONTEXT", "title")
     report = ingest(build_definitions(resources_from_env()), searchable["instance"])
     assert report.ok and len(report.plan.to_ingest) == 3, report.plan  # a new fingerprint: every video again
-    with qdrant.get_client() as client:
+    with qdrant.get_store() as store:
         for video_id, records in vectorstore.points_of_videos(
-            client, qdrant.collection, [q.video_id for q in searchable["questions"]]
+            store, [q.video_id for q in searchable["questions"]]
         ).items():
             meta = records[0].payload["metadata"]
             title_terms = {lexical.term_index(t) for t in lexical.tokenize(context.video_context(meta["title"], ""))}
-            stored = client.retrieve(qdrant.collection, [r.id for r in records], with_vectors=["bm25"])
+            stored = store.retrieve([r.id for r in records], with_vectors=["bm25"])
             for point in stored:
                 assert title_terms <= set(point.vector["bm25"].indices), (video_id, meta["title"])
                 assert (

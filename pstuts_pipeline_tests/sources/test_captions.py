@@ -179,16 +179,15 @@ def test_a_caption_video_is_ingested_end_to_end_and_links_to_its_cue(tmp_path, s
     assert report.ok and sorted(report.plan.to_ingest) == ["4242", "9001"]
 
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
-    with qdrant.get_client() as client:
+    with qdrant.get_store() as store:
         [top] = retrieval.search(
-            client,
-            qdrant.collection,
+            store,
             embeddings.query_embeddings(),
             embeddings.model_id,
             "Which setting keeps skin and sky smooth and free of grain?",
             1,
         )
-        points, _ = client.scroll(qdrant.collection, limit=100, with_payload=True)
+        points, _ = store.scroll(limit=100, with_payload=True)
     assert top.video_id == 4242 and top.title == "Sharpen with Unsharp Mask"
     assert (top.link_sent_id, top.link_time) == (4, 14.5)
     assert top.link_sentence == "Raise the Threshold to keep skin and sky smooth and free of grain."

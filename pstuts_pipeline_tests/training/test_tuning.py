@@ -16,7 +16,7 @@ from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.assets.evaluation import retrieval_evaluation
 from pstuts_pipeline.defs.resources import EmbeddingsResource, resources_from_env
-from pstuts_pipeline.search import evaluation, retrieval, vectorstore
+from pstuts_pipeline.search import evaluation, retrieval
 from pstuts_pipeline.sources.pstuts_json import raw_phrases
 from pstuts_pipeline.training import tuning
 
@@ -193,8 +193,8 @@ def test_latest_points_the_pipeline_at_the_newest_version_and_evaluation_compare
     with dg.DagsterInstance.get() as instance:
         report = ingest(defs, instance)
         assert report.ok and report.chunks > 0
-        with defs.resources["qdrant"].get_client() as client:
-            assert vectorstore.collection_model(client, "pstuts_transcripts") == embeddings.model_id
+        with defs.resources["qdrant"].get_store() as store:
+            assert store.model() == embeddings.model_id
 
         # retrieval_evaluation scores the tuned collection and a base-model one side by side.
         monkeypatch.setenv("PSTUTS_EMBEDDING_MODEL", "")
@@ -212,9 +212,9 @@ def test_latest_points_the_pipeline_at_the_newest_version_and_evaluation_compare
         assert metadata["embedding_model"].value == embeddings.model_id
         assert metadata["compared_model"].value == base.model_id != embeddings.model_id
         questions = evaluation.load_questions([slice_files[1]])
-        with base_defs.resources["qdrant"].get_client() as client:
+        with base_defs.resources["qdrant"].get_store() as store:
             ranked = retrieval.search_many(
-                client, "base", base.query_embeddings(), base.model_id, [q.text for q in questions], 10
+                store, base.query_embeddings(), base.model_id, [q.text for q in questions], 10
             )
         expected = evaluation.evaluate(questions, ranked)
         for name in ("hit@5", "link@5", "mrr@10"):

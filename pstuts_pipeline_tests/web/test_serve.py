@@ -19,14 +19,13 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import SAMPLE, SAMPLE_DIR, HashEmbeddings, run_ingest
-from qdrant_client import QdrantClient, models
+from helpers import SAMPLE, SAMPLE_DIR, HashEmbeddings, run_ingest, small_collection
 from servers import FakeChatServer, free_port, http_json, serve, skip_or_fail
 
 from benchmarks.ask_page import wait_until
 from pstuts_pipeline.answers.chat import ChatSettings
 from pstuts_pipeline.defs.instance import DEFAULT_INSTANCE_YAML
-from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline.defs.resources import QdrantResource, resources_from_env
 from pstuts_pipeline.web.app import allowed_hosts, create_app
 from pstuts_pipeline.web.engine import Engine
 from pstuts_pipeline.web.media import MediaIndex, Player, player, scan
@@ -104,13 +103,9 @@ def test_local_media_is_only_a_file_beside_a_caption_file_in_the_data_folder(tmp
 
 
 def stand_in_engine(folder: Path) -> Engine:
-    def open_client():
-        import contextlib
-
-        return contextlib.closing(QdrantClient(path=str(folder / "qdrant")))
-
+    qdrant = QdrantResource(path=str(folder / "qdrant"))
     return Engine(
-        open_client=open_client,
+        open_store=lambda: qdrant.get_store(read_only=True, lock_timeout_s=0.2),
         collection="pstuts_transcripts",
         embeddings=HashEmbeddings(),
         model_id="hash",
@@ -125,27 +120,20 @@ def test_missing_and_empty_collections_are_named_with_what_to_do(tmp_path) -> No
     assert status["points"] == 0 and "'pstuts_transcripts' does not exist yet: run `pstuts ingest`" in status["problem"]
     asked = client.post("/api/ask", json={"question": "How do I crop?"})
     assert asked.status_code == 503 and "does not exist yet: run `pstuts ingest` first" in asked.json()["detail"]
-    store = QdrantClient(path=str(tmp_path / "qdrant"))
-    store.create_collection("pstuts_transcripts", vectors_config=models.VectorParams(size=4, distance="Cosine"))
-    store.close()
+    small_collection(tmp_path / "qdrant", points=0)
     asked = client.post("/api/ask", json={"question": "How do I crop?"})
     assert asked.status_code == 503 and asked.json()["detail"].endswith("is empty: run `pstuts ingest` on your data")
     assert "is empty" in client.get("/api/status").json()["problem"]
 
 
 def test_a_store_held_by_an_ingest_is_a_503_naming_the_lock_not_a_hang(tmp_path) -> None:
-    from filelock import FileLock
-
-    from pstuts_pipeline.defs.resources import QdrantResource
-
     engine = stand_in_engine(tmp_path)
-    qdrant = QdrantResource(path=str(tmp_path / "qdrant"))
-    engine.open_client = lambda: qdrant.get_client(read_only=True, lock_timeout_s=0.2)
-    with FileLock(str(tmp_path / "qdrant") + ".lock"):  # as `pstuts ingest` holds it while writing
+    small_collection(tmp_path / "qdrant")
+    with QdrantResource(path=str(tmp_path / "qdrant")).get_store():  # as `pstuts ingest` holds it while writing
         asked = TestClient(create_app(engine)).post("/api/ask", json={"question": "How do I crop?"})
     assert asked.status_code == 503
     assert (
-        f"{tmp_path / 'qdrant'}.lock" in asked.json()["detail"]
+        f"{tmp_path / 'qdrant' / 'pstuts_transcripts'}.lock" in asked.json()["detail"]
         and "ask again when it is done" in asked.json()["detail"]
     )
 
@@ -437,7 +425,7 @@ Pick a purple to orange gradient and lower the layer opacity.
 
 
 @pytest.mark.slow
-def test_an_ingest_while_the_page_is_up_never_blocks_a_question_and_the_next_one_sees_its_video(server, served_data):
+def test_an_ingest_while_the_page_is_up_never_fails_a_question_and_the_next_one_sees_its_video(server, served_data):
     """Last in the module: it adds a video to the served data."""
     import threading
 
@@ -465,5 +453,5 @@ def test_an_ingest_while_the_page_is_up_never_blocks_a_question_and_the_next_one
         done.set()
         asker.join()
     assert ingest.returncode == 0, ingest.stdout + ingest.stderr
-    assert answered and set(answered) == {200}, answered  # answered from the last copy while the ingest wrote
+    assert answered and set(answered) == {200}, answered  # during the write step a question waits for the lock
     assert http_json(f"{server}/api/ask", question)["results"][0]["video_id"] == 9010

@@ -52,12 +52,11 @@ def answer_evaluation(
     questions = load_qa(files)
     sample = answer_metrics.sample_questions(questions, config.sample_size, config.seed)
     settings = chat_model.settings()
-    with qdrant.get_client() as client:
-        if not client.collection_exists(qdrant.collection):
+    with qdrant.get_store() as store:
+        if not store.exists():
             raise dg.Failure(description=f"collection {qdrant.collection!r} does not exist: ingest first")
         extractive, generated, search_seconds = answer_metrics.answer_questions(
-            client,
-            qdrant.collection,
+            store,
             embeddings.query_embeddings(),
             embeddings.model_id,
             sample,

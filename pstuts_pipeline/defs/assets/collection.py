@@ -57,10 +57,10 @@ def qdrant_collection(
     vectors = dict(zip(unique, model.embed_documents(unique), strict=True))
     embedded_at = time.perf_counter()
     per_video: dict[str, dict[str, object]] = {}
-    with qdrant.get_client() as client:
-        vectorstore.ensure_collection(client, qdrant.collection, len(next(iter(vectors.values()))), embeddings.model_id)
+    with qdrant.get_store() as store:
+        vectorstore.ensure_collection(store, len(next(iter(vectors.values()))), embeddings.model_id)
         video_ids = [raw_transcripts[key].video_id for key in chunks]
-        existing = vectorstore.points_of_videos(client, qdrant.collection, video_ids, payload=False)
+        existing = vectorstore.points_of_videos(store, video_ids, payload=False)
         for key, video_chunks in chunks.items():
             video = raw_transcripts[key]
             info = vectorstore.VideoInfo(
@@ -76,7 +76,7 @@ def qdrant_collection(
                 contextual[key] if situating.bm25 else None,
             )
             before = {str(p.id) for p in existing[video.video_id]}
-            stale = vectorstore.replace_video_points(client, qdrant.collection, video.video_id, points, before)
+            stale = vectorstore.replace_video_points(store, video.video_id, points, before)
             per_video[key] = {
                 "video_id": video.video_id,
                 "title": info.title,
@@ -86,7 +86,7 @@ def qdrant_collection(
                 "collection": qdrant.collection,
                 "embedding_model": embeddings.model_id,
             }
-        total_points = client.count(qdrant.collection, exact=True).count
+        total_points = store.count()
     for metadata in per_video.values():
         metadata["collection_points"] = total_points
     report_partitions(

@@ -7,13 +7,13 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 from pydantic import Field
-from qdrant_client import QdrantClient
 
 from pstuts_pipeline.defs.assets.chunks import TranscriptSource
 from pstuts_pipeline.defs.assets.collection import qdrant_collection
 from pstuts_pipeline.defs.resources import EmbeddingsResource, QdrantResource, RerankerResource
 from pstuts_pipeline.search import evaluation, reranking
 from pstuts_pipeline.search.scoring import score_search
+from pstuts_pipeline.search.store import Store
 
 EVALUATION_GROUP = "evaluation"
 
@@ -69,12 +69,11 @@ def retrieval_evaluation(
     questions = load_qa(files)
     asked = evaluation.folder_questions(transcript_source.path())
     started = time.perf_counter()
-    with qdrant.get_client() as client:
-        if not client.collection_exists(qdrant.collection):
+    with qdrant.get_store() as store:
+        if not store.exists():
             raise dg.Failure(description=f"collection {qdrant.collection!r} does not exist: ingest first")
         metrics = score_search(
-            client,
-            qdrant.collection,
+            store,
             embeddings.query_embeddings(),
             embeddings.model_id,
             questions,
@@ -85,10 +84,9 @@ def retrieval_evaluation(
     seconds = time.perf_counter() - started
     compared = {}
     if config.compare_collection:
-        with qdrant.get_client() as client:
+        with qdrant.get_store(collection=config.compare_collection) as compared_store:
             compared = side_by_side(
-                client,
-                config.compare_collection,
+                compared_store,
                 config.compare_model,
                 embeddings,
                 questions,
@@ -130,8 +128,7 @@ def retrieval_evaluation(
 
 
 def side_by_side(
-    client: QdrantClient,
-    collection: str,
+    store: Store,
     model: str,
     embeddings: EmbeddingsResource,
     questions: Sequence[evaluation.Question],
@@ -146,15 +143,13 @@ def side_by_side(
     `vs_compared_*` values are this run's minus the other's.
     """
     model_id = embeddings.spec_for(model).model_id
-    other = score_search(
-        client, collection, embeddings.query_embeddings(model), model_id, questions, top_k, reranker, asked
-    )
+    other = score_search(store, embeddings.query_embeddings(model), model_id, questions, top_k, reranker, asked)
     names = [name for name in metrics if "@" in name]
     frame = pd.DataFrame(
         {"this": [metrics[n] for n in names], "compared": [other[n] for n in names]}, index=names
     ).assign(**{"this - compared": lambda f: f["this"] - f["compared"]})
     return {
-        "compared_collection": collection,
+        "compared_collection": store.collection,
         "compared_model": model_id,
         **{f"compared_{n}": dg.MetadataValue.float(round(other[n], 4)) for n in names},
         **{f"vs_compared_{n}": dg.MetadataValue.float(round(metrics[n] - other[n], 4)) for n in names},
