@@ -183,8 +183,7 @@ def max_videos_per_run() -> int:
 def max_phrases_per_run() -> int:
     """How many phrases one ingest run holds at most (PSTUTS_MAX_PHRASES_PER_RUN); a bigger video runs alone.
 
-    A run keeps its videos' phrase vectors until they are written, about 25 KB a phrase: 3 videos of 100,000 phrases
-    in one run took 7.3 GB.
+    A run holds its videos' texts and vectors until they are written; with the cap, a run of huge videos holds one.
     """
     return env_limit("PSTUTS_MAX_PHRASES_PER_RUN", 50_000)
 
