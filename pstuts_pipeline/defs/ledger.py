@@ -15,6 +15,7 @@ seconds. No Dagster or Qdrant imports.
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,14 +29,23 @@ Stamp = list[int | str] | None
 
 
 def file_stamp(path: Path) -> Stamp:
-    """What changes whenever a file is written; None if it does not exist."""
+    """What changes whenever a file is written; None if it does not exist.
+
+    Opened without blocking and read only if regular: a FIFO named like a source file would hang a plain open, and
+    a link to /dev/zero has no end. What cannot be opened stamps as its error, so it never looks unchanged and fine.
+    """
     try:
-        with path.open("rb") as handle:
-            stat = os.fstat(handle.fileno())
-            head = handle.read(4096)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
         return None
-    return [stat.st_size, stat.st_mtime_ns, stat.st_ino, hashlib.sha1(head).hexdigest()]
+    except OSError as error:
+        return [f"unreadable: errno {error.errno}"]
+    try:
+        info = os.fstat(fd)
+        head = os.read(fd, 4096) if stat.S_ISREG(info.st_mode) else b""
+    finally:
+        os.close(fd)
+    return [info.st_size, info.st_mtime_ns, info.st_ino, info.st_mode, hashlib.sha1(head).hexdigest()]
 
 
 def sqlite_files(database: Path) -> list[Path]:
