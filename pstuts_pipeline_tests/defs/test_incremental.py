@@ -82,15 +82,15 @@ def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, stora
 
     # The CLI's shortcut reaches the same verdict from the ledger, without opening Qdrant or the instance, and
     # without reading the data folder's files, which it found untouched.
-    def no_reading(*args: object) -> None:
+    def no_reading(*args: object, **kwargs: object) -> None:
         raise AssertionError("the data folder was read")
 
-    monkeypatch.setattr("pstuts_pipeline.cli.report.load_catalog", no_reading)
+    monkeypatch.setattr("pstuts_pipeline.cli.report.reconcile_folder", no_reading)
     quick = unchanged_report(resource_fields_from_env())
     assert quick is not None and quick.from_ledger
     assert quick.plan.unchanged == again.plan.unchanged and quick.points_in_collection == len(before)
     # The sensor's tick reaches it too, from the instance's partitions and the same proof.
-    monkeypatch.setattr("pstuts_pipeline.defs.reconcile.load_catalog", no_reading)
+    monkeypatch.setattr("pstuts_pipeline.defs.reconcile.reconcile_folder", no_reading)
     r = defs.resources
     tick = plan_tick(instance, r["transcript_source"], r["embeddings"], r["chunker"], r["qdrant"], trigger="sensor")
     assert tick.run_requests == [] and tick.skip_reason.endswith("nothing to ingest or remove (files untouched)")
