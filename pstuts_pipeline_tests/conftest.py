@@ -14,6 +14,7 @@ import pytest
 from helpers import (
     SAMPLE,
     HashEmbeddings,
+    copy_storage,
     run_ingest,
     write_data,
 )
@@ -92,7 +93,7 @@ def ingested_once(tmp_path_factory) -> Path:
 @pytest.fixture
 def ingested(ingested_once, storage, tmp_path, monkeypatch) -> Path:
     """A private copy of the ingested state; returns its data folder."""
-    shutil.copytree(ingested_once / "storage", storage, dirs_exist_ok=True)
+    copy_storage(ingested_once / "storage", storage)
     shutil.copytree(ingested_once / "data", tmp_path / "data")
     monkeypatch.setenv("PSTUTS_DATA_DIR", str(tmp_path / "data"))
     return tmp_path / "data"
@@ -131,7 +132,7 @@ def searchable(searchable_once, tmp_path_factory) -> Iterator[dict]:
     one (its defs-state storage in a context variable) for as long as it stays entered, here every test of the module.
     """
     root = tmp_path_factory.mktemp("retrieval")
-    shutil.copytree(searchable_once, root, dirs_exist_ok=True)
+    copy_storage(searchable_once, root)
     data = root / "data"
     with pytest.MonkeyPatch.context() as env:
         env.setenv("PSTUTS_DATA_DIR", str(data))

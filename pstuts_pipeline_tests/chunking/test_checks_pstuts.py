@@ -4,13 +4,12 @@ The ingest (real SemanticChunker and model, real local Qdrant) runs once per mod
 the 65 partitions; the tests then read its check evaluations and its stored outputs.
 """
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import stored_points
+from helpers import copy_storage, stored_points
 from langchain_core.documents import Document
 from qdrant_client import models
 
@@ -179,7 +178,7 @@ def test_the_points_check_fails_when_a_video_lost_points_or_fields(all_pstuts, t
     chunks = all_pstuts.outputs("timestamped_chunks")
     key = min(chunks, key=lambda k: len(chunks[k]))
     qdrant = QdrantResource(path=str(tmp_path / "qdrant"))
-    shutil.copytree(all_pstuts.storage / "qdrant", tmp_path / "qdrant")
+    copy_storage(all_pstuts.storage / "qdrant", tmp_path / "qdrant")
     assert points_problems({key: chunks[key]}, qdrant) == {key: []}
     first = stored_points(all_pstuts.storage)
     with qdrant.get_store() as store:
