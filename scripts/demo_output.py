@@ -41,9 +41,8 @@ def demo_commands() -> list[tuple[str, list[str]]]:
     )
     lines = [line for line in dry.stdout.splitlines() if line.strip()]
     # An empty $(VERBOSE) leaves a double space in make's echo: shown as a user would type the command.
-    return [
-        (re.sub(" {2,}", " ", line), shlex.split(line)) for line in lines if Path(shlex.split(line)[0]).name == "pstuts"
-    ]
+    # Only the pstuts lines are parsed: setup's shell lines (nested quotes, `$(...)`) are not shlex's to read.
+    return [(re.sub(" {2,}", " ", line), shlex.split(line)) for line in lines if Path(line.split()[0]).name == "pstuts"]
 
 
 def retimed(cells: list[str]) -> list[str]:
