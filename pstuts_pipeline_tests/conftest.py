@@ -70,6 +70,12 @@ def storage(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture
+def files_written_long_ago(monkeypatch):
+    """Ticks that stand for ones long after the files were written: read them at once (settling has its own tests)."""
+    monkeypatch.setenv("PSTUTS_SETTLE_S", "0")
+
+
+@pytest.fixture
 def hash_embeddings() -> HashEmbeddings:
     return HashEmbeddings()
 

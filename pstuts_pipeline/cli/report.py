@@ -52,27 +52,21 @@ def unchanged_report(
     partitions = ledger.current_partitions(home) if ledger else None
     if partitions is None:
         return None
+
+    def from_ledger(plan: Reconciliation) -> IngestReport:
+        seconds = round(time.perf_counter() - started, 2)
+        return IngestReport(
+            plan, points_in_collection=ledger.points, seconds=seconds, dagster_home=str(home), from_ledger=True
+        )
+
     folder = source_folder(resources["transcript_source"])
     if not only and ledger.sources_unchanged(source_files(folder), ledgers.settings_key(resources)):
         # The same files, untouched, with the same settings: the last check found every video stored as it is.
-        unchanged = Reconciliation(unchanged=sorted(ledger.fingerprints, key=int))
-        return IngestReport(
-            unchanged,
-            points_in_collection=ledger.points,
-            seconds=round(time.perf_counter() - started, 2),
-            dagster_home=str(home),
-            from_ledger=True,
-        )
+        return from_ledger(Reconciliation(unchanged=sorted(ledger.fingerprints, key=int)))
     fingerprint_of = fingerprint_function(resources["embeddings"], resources["chunker"])
     catalog, result = reconcile_folder(
         folder, home, ledger.stored(), fingerprint_of, only=only, allow_removal=allow_removal, wait=True
     )
     if result.has_work or not set(catalog.videos) <= set(partitions):
         return None
-    return IngestReport(
-        result,
-        points_in_collection=ledger.points,
-        seconds=round(time.perf_counter() - started, 2),
-        dagster_home=str(home),
-        from_ledger=True,
-    )
+    return from_ledger(result)

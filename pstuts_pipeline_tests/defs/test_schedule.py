@@ -25,12 +25,7 @@ from pstuts_pipeline.defs.resources import (
 from pstuts_pipeline.sources.reconciliation import CHANGED_REASON, FORCED_REASON, REMOVED_REASON
 
 TICK = datetime(2026, 3, 1, 3, 0, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def ticks_long_after_writes(monkeypatch):
-    """These ticks stand for ones that come long after the files were written (settling: test_removal_ingest.py)."""
-    monkeypatch.setenv("PSTUTS_SETTLE_S", "0")
+pytestmark = pytest.mark.usefixtures("files_written_long_ago")
 
 
 def write_videos(folder: Path, videos: list[dict]) -> None:

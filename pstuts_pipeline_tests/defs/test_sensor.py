@@ -20,13 +20,7 @@ from pstuts_pipeline.defs.sensors import build_folder_sensor
 from pstuts_pipeline.sources.reconciliation import CHANGED_REASON
 
 KEYS = ["9001", "9002", "9003"]
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def ticks_long_after_writes(monkeypatch):
-    """These ticks stand for ones that come long after the files were written (settling: test_removal_ingest.py)."""
-    monkeypatch.setenv("PSTUTS_SETTLE_S", "0")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("files_written_long_ago")]
 
 
 def tick(instance: dg.DagsterInstance) -> dg.SensorResult:
