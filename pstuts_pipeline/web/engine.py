@@ -68,11 +68,10 @@ class Engine:
         def open_store() -> contextlib.AbstractContextManager[Store]:
             return qdrant.get_store(read_only=True, lock_timeout_s=LOCK_TIMEOUT_S)
 
-        held = (
-            None
-            if qdrant.server_url
-            else HeldStore(open_store, lambda: others_waiting(qdrant.local_path, qdrant.collection))
-        )
+        held = None
+        if not qdrant.server_url:
+            folder = qdrant.local_path  # read once: the environment it comes from may change while the page runs
+            held = HeldStore(open_store, lambda: others_waiting(folder, qdrant.collection))
         return cls(
             open_store=held.use if held else open_store,
             collection=qdrant.collection,

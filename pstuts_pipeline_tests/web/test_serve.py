@@ -395,7 +395,8 @@ def test_a_chat_model_key_never_reaches_the_browser(served_data, monkeypatch) ->
         for name, value in {**served_data, "PSTUTS_CHAT_MODEL": "fake", "PSTUTS_CHAT_BASE_URL": fake.url}.items():
             monkeypatch.setenv(name, value)
         monkeypatch.setenv("PSTUTS_CHAT_API_KEY", key)
-        client = TestClient(create_app(Engine.from_resources(resources_from_env())))
+        engine = Engine.from_resources(resources_from_env())
+        client = TestClient(create_app(engine))
         fake.reply(json.dumps({"answer": "Use <b>Unsharp Mask</b> and raise Amount.", "moment": "07:07"}))
         reply = client.post("/api/ask", json={"question": "How do I sharpen?"})
         fake.reply(status=500)  # the server's error quotes the key it was sent
@@ -403,12 +404,33 @@ def test_a_chat_model_key_never_reaches_the_browser(served_data, monkeypatch) ->
         seen = [reply.text, failed.text, client.get("/api/status").text, client.get("/").text]
         seen += [client.get(f"/static/{name}").text for name in ("app.js", "style.css")]
         seen.append(client.get("/openapi.json").text)
+        engine.close()  # the page lets go when another process waits for the store; a test lets go when done
     finally:
         fake.close()
     assert fake.requests and reply.json()["model"] == "fake"
     assert reply.json()["answer"].startswith("Use <b>Unsharp Mask</b>")  # data for the page to show as text
     assert reply.json()["invented_citations"] == 1 and failed.json()["error"] and failed.json()["model"] is None
     assert all(key not in text for text in seen)
+
+
+@pytest.mark.slow
+def test_an_open_page_lets_go_of_the_store_for_a_search_even_after_its_environment_changed(served_data, monkeypatch):
+    for name, value in {**served_data, "PSTUTS_CHAT_MODEL": ""}.items():
+        monkeypatch.setenv(name, value)
+    engine = Engine.from_resources(resources_from_env())
+    try:
+        assert engine.status().points  # the page now holds the store open
+        monkeypatch.undo()  # where the storage folder came from is gone: the page must still see who waits
+        search = subprocess.run(
+            [str(BIN / "pstuts"), "search", "sharpen", "--top-k", "1"],
+            env={**os.environ, **served_data},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        engine.close()
+    assert search.returncode == 0 and "Unsharp Mask" in search.stdout, search.stdout + search.stderr
 
 
 GRADIENT_CAPTIONS = """WEBVTT
