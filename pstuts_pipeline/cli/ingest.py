@@ -295,7 +295,8 @@ def ingest(
             span = request.partition_key_range
             keys = order[order.index(span.start) : order.index(span.end) + 1] if span else []
             unfinished = [k for k in keys if k in set(result.to_ingest)]
-            what = f"for {len(unfinished)} videos ({span.start}..{span.end})" if span else "for the removal"
+            count = f"{len(unfinished)} video{'s' if len(unfinished) != 1 else ''}"
+            what = f"for {count} ({span.start}..{span.end})" if span else "for the removal"
             log = failure_log(instance, run)
             where = f"tracebacks in {log}" if log else f"run {run.run_id} in `pstuts dev`"
             report.failed_runs.append(f"{what}: {errors} ({where})")

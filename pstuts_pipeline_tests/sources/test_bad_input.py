@@ -168,6 +168,9 @@ def test_a_failed_run_names_its_step_and_error_and_keeps_the_stored_points(inges
 
     assert not report.ok and report.plan.to_ingest == [OTHER]
     [failed] = report.failed_runs
-    assert failed.startswith(f"{OTHER}..{OTHER} (run ")
-    assert failed.endswith("): timestamped_chunks: RuntimeError: the aligner lost its place"), failed
+    assert failed.startswith(
+        f"for 1 video ({OTHER}..{OTHER}): timestamped_chunks: RuntimeError: the aligner lost its place ("
+    ), failed
+    log = Path(failed.rsplit("tracebacks in ", 1)[1].rstrip(")"))
+    assert "the aligner lost its place" in log.read_text()
     assert video_snapshot(storage, OTHER) == before
