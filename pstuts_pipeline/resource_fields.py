@@ -65,7 +65,7 @@ def resource_fields_from_env() -> dict[str, dict[str, Any]]:
             "provider": env("PSTUTS_EMBEDDING_PROVIDER", "local"),
             "model": embedding.resolve_model(env("PSTUTS_EMBEDDING_MODEL")),
             "openai_base_url": url_setting("OPENAI_BASE_URL"),
-            "batch_size": env_int("PSTUTS_EMBEDDING_BATCH_SIZE", 32),
+            "batch_size": env_limit("PSTUTS_EMBEDDING_BATCH_SIZE", 32),
             "precision": embedding_precision(),
             "backend": embedding_backend(),
             # Set but empty turns the cache off; unset keeps the default folder.

@@ -84,6 +84,16 @@ def _definitions() -> "dg.Definitions":
     return build_definitions()
 
 
+def _resources() -> "dict[str, dg.ConfigurableResource]":
+    """The resources the environment configures, for commands that read or search and run no job.
+
+    Not the whole code location: a setting only the sensor, the schedules or the runs read must not stop a search.
+    """
+    from pstuts_pipeline.defs.resources import resources_from_env
+
+    return resources_from_env()
+
+
 @app.command()
 def ingest(
     video: Annotated[list[str] | None, typer.Option("--video", help="Only these video ids (repeatable).")] = None,
@@ -151,7 +161,7 @@ def register() -> None:
     from pstuts_pipeline.sources import load_catalog
 
     instance = instance_for_cli()
-    catalog = load_catalog(_definitions().resources["transcript_source"].path())
+    catalog = load_catalog(_resources()["transcript_source"].path())
     keys = register_partitions(instance, catalog)
     console.print(f"{len(keys)} video partitions registered in {instance.root_directory}")
     for error in catalog.errors:
@@ -165,7 +175,7 @@ def migrate_store() -> None:
     """Copy a store written by an older pstuts (qdrant-client's local mode) into Qdrant Edge, keeping the old one."""
     from pstuts_pipeline.search.migration import backup_folder, migrate_local_mode
 
-    folder = _definitions().resources["qdrant"].local_path
+    folder = _resources()["qdrant"].local_path
     copied = migrate_local_mode(folder)
     for collection, points in copied.items():
         console.print(f"{collection}: {points} points copied into Qdrant Edge", soft_wrap=True)
@@ -381,7 +391,7 @@ def search(
         raise typer.Exit(2)
     asked = [_checked(q) for q in asked]
     threshold = confidence.threshold()
-    resources = _definitions().resources
+    resources = _resources()
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
     with qdrant.get_store(read_only=True) as store:
         _require_collection(store)
@@ -404,7 +414,7 @@ def videos(
     from pstuts_pipeline.defs.materializations import latest_by_partition
     from pstuts_pipeline.search import vectorstore
 
-    qdrant = _definitions().resources["qdrant"]
+    qdrant = _resources()["qdrant"]
     with qdrant.get_store(read_only=True) as store:
         _require_collection(store)
         stored = vectorstore.stored_videos(store)
@@ -471,7 +481,7 @@ def ask(
     from pstuts_pipeline.search.langchain_retriever import PstutsRetriever
 
     question = _checked(question)
-    resources = _definitions().resources
+    resources = _resources()
     embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
     # Answering only reads the collection: a read-only folder opens as it does for `search`.
     with qdrant.get_store(read_only=True) as store:
@@ -521,7 +531,7 @@ def serve(
     from pstuts_pipeline.web.app import allowed_hosts, create_app
     from pstuts_pipeline.web.engine import Engine
 
-    engine = Engine.from_resources(_definitions().resources)
+    engine = Engine.from_resources(_resources())
     with console.status("loading the embedder"):
         engine.warm_up()
     status = engine.status()
@@ -537,7 +547,7 @@ def serve(
 def _evaluate_answers(questions: list, sample: int, top_k: int, as_json: bool) -> None:
     from pstuts_pipeline.answers import metrics as answer_metrics
 
-    resources = _definitions().resources
+    resources = _resources()
     embeddings, qdrant, settings = resources["embeddings"], resources["qdrant"], resources["chat_model"].settings()
     asked = answer_metrics.sample_questions(questions, sample)
     with qdrant.get_store() as store:
@@ -586,7 +596,7 @@ def evaluate(
         _evaluate_answers(questions, sample, top_k or 3, as_json)
         return
     top_k = top_k or 10
-    resources = _definitions().resources
+    resources = _resources()
     embeddings, qdrant = resources["embeddings"], resources["qdrant"]
     asked = evaluation.folder_questions(resources["transcript_source"].path())
     with qdrant.get_store() as store, Tracker(console, "pstuts evaluate", "questions") as progress:

@@ -29,6 +29,22 @@ def test_a_question_without_a_word_is_refused_in_one_line_by_search_and_ask_alik
     assert err == f"a question needs at least one word (a letter or digit); got {question.strip()!r}\n"
 
 
+def test_a_setting_only_runs_read_does_not_stop_a_command_that_runs_none(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("PSTUTS_STORAGE_DIR", str(tmp_path))
+    small_collection(tmp_path / "qdrant")
+    for name in ("PSTUTS_SENSOR_INTERVAL_S", "PSTUTS_MAX_VIDEOS_PER_RUN"):
+        monkeypatch.setenv(name, "0")  # refused by the sensor and the backfill policy: `pstuts videos` reads neither
+    code, out, err = run_main(monkeypatch, capsys, "videos", "--json")
+    assert code == 0 and err == "" and '"videos"' in out
+
+
+def test_a_batch_size_below_one_is_refused_naming_the_variable(monkeypatch, capsys):
+    monkeypatch.setenv("PSTUTS_EMBEDDING_BATCH_SIZE", "-3")
+    code, out, err = run_main(monkeypatch, capsys, "search", "free transform")
+    assert code == 1 and out == ""
+    assert err == "error: environment variable PSTUTS_EMBEDDING_BATCH_SIZE is -3; it must be at least 1\n"
+
+
 def test_titles_and_snippets_cannot_drive_the_terminal(capsys):
     result = SearchResult(
         video_id=1,
