@@ -67,13 +67,13 @@ def wait_for(url: str, process: subprocess.Popen, what: str, timeout: float = 18
 
 
 @contextmanager
-def child(command: list[str], env: dict[str, str], log: Path, ready: str, what: str) -> Iterator[None]:
+def child(command: list[str], env: dict[str, str], log: Path, ready: str, what: str) -> Iterator[subprocess.Popen]:
     """A server in a child process, until the block ends."""
     with log.open("wb") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for(ready, process, f"{what} (log {log})")
-        yield
+        yield process
     finally:
         process.terminate()
         process.wait(timeout=30)

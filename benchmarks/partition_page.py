@@ -21,16 +21,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
 
+from benchmarks.ask_page import CHROMIUM_FLAGS, child
 from benchmarks.dagster_dev_path import free_port
-from benchmarks.ingest_speed import REPO, load, machine
+from benchmarks.ingest_speed import load, machine
 
 PAGE = "/assets/qdrant_collection?view=partitions"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 
 def fill_home(home: Path, videos: int) -> float:
@@ -49,14 +48,6 @@ with dg.DagsterInstance.from_config({str(home)!r}) as instance:
 """
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "DAGSTER_HOME": str(home)})
     return time.perf_counter() - started
-
-
-def answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5):
-            return True
-    except OSError:
-        return False
 
 
 def page_seconds(browser, url: str, videos: int, timeout_s: float = 300) -> float:  # noqa: ANN001
@@ -89,19 +80,10 @@ def measure(root: Path, videos: int, rounds: int, browser) -> dict:  # noqa: ANN
     }
     command = [str(Path(sys.executable).parent / "dagster-webserver"), "-m", "pstuts_pipeline.definitions"]
     command += ["-h", "127.0.0.1", "-p", str(port)]
-    with (root / f"webserver_{videos}.log").open("w") as log:
-        server = subprocess.Popen(command, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 300
-        while not answers(f"{url}/server_info"):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"dagster-webserver did not start: {root / f'webserver_{videos}.log'}")
-            time.sleep(1)
+    log = root / f"webserver_{videos}.log"
+    with child(command, env, log, f"{url}/server_info", "dagster-webserver") as server:
         seconds = [page_seconds(browser, url, videos) for _ in range(rounds)]
         rss = psutil.Process(server.pid).memory_info().rss / 2**20
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
     return {
         "videos": videos,
         "page_s_median": round(statistics.median(seconds), 2),
