@@ -142,12 +142,13 @@ class Workspace:
                 per_run = {
                     r.run_id: r.asset_observation.metadata[key].value
                     for r in records
-                    if r.timestamp >= self.last_started
+                    if r.timestamp >= self.last_started and key in r.asset_observation.metadata
                 }
                 return int(sum(per_run.values()))
 
             windows = total("kamradt_chunks", "windows_embedded")
-            collection = total("qdrant_collection", "texts_embedded")
+            # timestamped_chunks embeds the collection's texts ahead into the cache (outside the writers' pool).
+            collection = total("timestamped_chunks", "texts_embedded") + total("qdrant_collection", "texts_embedded")
         return {"chunker_windows": windows, "collection_texts": collection, "total": windows + collection}
 
 

@@ -106,3 +106,8 @@ def contextual_texts(title: str, desc: str, texts: Sequence[str], settings: Cont
     """A video's chunk texts, each after its situating context (unchanged when the settings are off)."""
     contexts = chunk_contexts(title, desc, texts, settings)
     return [contextual_text(context, text) for context, text in zip(contexts, texts, strict=True)]
+
+
+def dense_texts(title: str, desc: str, texts: Sequence[str], settings: ContextSettings) -> list[str]:
+    """The texts a video's whole-chunk vectors are embedded from: with their context only when it is for dense."""
+    return contextual_texts(title, desc, texts, settings) if settings.dense else list(texts)

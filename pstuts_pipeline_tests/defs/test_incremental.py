@@ -48,6 +48,7 @@ def points_by_id(resources: dict) -> dict[str, dict]:
 def texts_sent_to_model(instance: dg.DagsterInstance, run_id: str) -> int:
     return (
         run_metadata(instance, run_id, "kamradt_chunks")["windows_embedded"]
+        + run_metadata(instance, run_id, "timestamped_chunks").get("texts_embedded", 0)
         + run_metadata(instance, run_id, "qdrant_collection")["texts_embedded"]
     )
 

@@ -13,6 +13,7 @@ from pstuts_pipeline.defs.dagster_private import add_metadata_by_partition
 from pstuts_pipeline.defs.instance import record_run_process
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, TranscriptSource
+from pstuts_pipeline.search import context as chunk_context
 from pstuts_pipeline.sources import VIDEO_FIELDS, SourceVideo, load_catalog
 
 # Several videos in one run share one model load and one batch of embeddings.
@@ -61,6 +62,42 @@ def report_partitions(
         )
     summary = ", ".join(f"{name} {value}" for name, value in totals.items())
     context.log.info(f"{context.asset_key.to_user_string()}: {len(by_partition)} videos; {summary}")
+
+
+def texts_to_embed(dense_texts: dict[str, list[str]], chunks: dict[str, list[chunking.TimedChunk]]) -> list[str]:
+    """Every text the videos' points hold a vector of, once: each chunk's dense text, then each bare phrase.
+
+    Each phrase is embedded alone, not with the neighbours the chunker saw: a question names one step, and the bare
+    phrase ranks the answer's chunk better (dev, dense alone: hit@5 0.41 vs 0.35).
+    """
+    texts = [t for key in chunks for t in dense_texts[key]]
+    texts += [p.text for key in chunks for c in chunks[key] for p in c.phrases if p.text]
+    return list(dict.fromkeys(texts))
+
+
+def embed_ahead(
+    embeddings: EmbeddingsResource,
+    chunker: ChunkerResource,
+    phrase_documents: dict[str, list[Document]],
+    chunks: dict[str, list[chunking.TimedChunk]],
+) -> dict[str, object]:
+    """Embed what qdrant_collection will store into the shared embedding cache now, outside the writers' pool.
+
+    The local store admits one writer at a time (the `qdrant_writes` pool): with the vectors in the cache, the
+    write step only reads and writes, and the embedding runs on whichever worker is free. With the cache off the
+    vectors could not reach another process: the write step embeds them itself.
+    """
+    if embeddings.cache_path() is None:
+        return {}
+    started = time.perf_counter()
+    model, counter = embeddings.get_embeddings()
+    situating = chunker.context_settings()
+    dense = {
+        key: chunk_context.dense_texts(meta["title"], meta["desc"], [c.text for c in chunks[key]], situating)
+        for key, meta in ((key, video_metadata(phrase_documents[key])) for key in chunks)
+    }
+    model.embed_documents(texts_to_embed(dense, chunks))
+    return {"texts_embedded": counter.texts_embedded, "embed_seconds": round(time.perf_counter() - started, 2)}
 
 
 @dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP, kinds={"json"})
@@ -213,7 +250,12 @@ def kamradt_chunks(
     return result
 
 
-@dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP)
+@dg.asset(
+    partitions_def=video_partitions,
+    backfill_policy=SINGLE_RUN,
+    group_name=INGESTION_GROUP,
+    retry_policy=TRANSIENT_RETRY,  # it embeds the collection's texts ahead (embed_ahead)
+)
 def timestamped_chunks(
     context: dg.AssetExecutionContext,
     phrase_documents: dict[str, list[Document]],
@@ -246,5 +288,6 @@ def timestamped_chunks(
             "seconds": round(time.perf_counter() - started, 3),
             "preview": chunk_table(chunks),
         }
-    report_partitions(context, per_video, {"chunks": sum(len(c) for c in result.values())})
+    ahead = embed_ahead(embeddings, chunker, phrase_documents, result)
+    report_partitions(context, per_video, {"chunks": sum(len(c) for c in result.values()), **ahead})
     return result
