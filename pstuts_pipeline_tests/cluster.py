@@ -23,6 +23,10 @@ from pstuts_pipeline.defs.executors import worker_config_yaml
 
 BIN = Path(sys.executable).parent
 DATABASE = "dagster"
+# The app workers run: dagster-celery's step task with the executor's Celery settings (visibility timeout included).
+WORKER_APP = "pstuts_pipeline.defs.celery_app"
+# One thread for every library that would start one per core (ONNX Runtime takes the process's affinity).
+ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 
 
 def redis_ready(port: int) -> bool:
@@ -104,6 +108,8 @@ class CeleryCluster:
     root: Path
     env: dict[str, str]
     workers: list[Worker] = field(default_factory=list)
+    # Each worker on its own core (`taskset -c`), one thread: two workers stand for two machines (benchmarks).
+    pinned: bool = False
 
     @property
     def home(self) -> Path:
@@ -113,10 +119,15 @@ class CeleryCluster:
         """A worker with one pool process: it runs one step at a time and keeps the model loaded between steps; the
         worker replaces it, and gives its step back to the broker, if it dies."""
         config = self.root / "celery.yaml"
-        command = [str(BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app", "-y", str(config)]
+        command = [str(BIN / "dagster-celery"), "worker", "start", "-A", WORKER_APP, "-y", str(config)]
         command += ["-n", f"{name}@%h", "--", "-c", "1", "--without-gossip", "--without-mingle"]
+        env = self.env
+        if self.pinned:
+            core = sorted(os.sched_getaffinity(0))[len(self.workers) % len(os.sched_getaffinity(0))]
+            command = ["taskset", "-c", str(core), *command]
+            env = {**env, **ONE_THREAD}
         log = self.root / f"{name}.log"
-        worker = Worker(name, start(command, log, self.env, REPO), log)
+        worker = Worker(name, start(command, log, env, REPO), log)
         stack.callback(stop_group, worker.process)
         self.workers.append(worker)
         return worker
@@ -155,9 +166,12 @@ def cluster_env(root: Path, broker: str, pg: dict[str, str], settings: dict[str,
 
 @contextmanager
 def celery_cluster(
-    workers: int = 2, settings: dict[str, str] | None = None, visibility_timeout_s: int | None = None
+    workers: int = 2, settings: dict[str, str] | None = None, pinned: bool = False
 ) -> Iterator[CeleryCluster]:
-    """Redis, PostgreSQL (deploy/dagster.yaml) and `workers` dagster-celery workers in one temporary folder."""
+    """Redis, PostgreSQL (deploy/dagster.yaml) and `workers` dagster-celery workers in one temporary folder.
+
+    `settings` go to every process of the cluster (PSTUTS_CELERY_VISIBILITY_TIMEOUT_S reaches the workers' app too).
+    """
     if shutil.which("redis-server") is None:
         skip_or_fail("redis-server is not installed (Debian: apt-get install redis-server)")
     if not (BIN / "dagster-celery").exists():
@@ -168,11 +182,11 @@ def celery_cluster(
             broker = stack.enter_context(redis_server(root / "redis"))
             pg = stack.enter_context(postgres_server())
             create_database(pg, DATABASE)
-            cluster = CeleryCluster(root, cluster_env(root, broker, pg, settings or {}))
+            cluster = CeleryCluster(root, cluster_env(root, broker, pg, settings or {}), pinned=pinned)
             cluster.home.mkdir(parents=True)
             (root / "data").mkdir()
             shutil.copy(REPO / "deploy" / "dagster.yaml", cluster.home / "dagster.yaml")
-            (root / "celery.yaml").write_text(worker_config_yaml(visibility_timeout_s))
+            (root / "celery.yaml").write_text(worker_config_yaml())
             # The schema once, before processes that would each create it at once (and collide) start.
             subprocess.run(
                 [str(BIN / "dagster"), "instance", "migrate"], env=cluster.env, check=True, capture_output=True

@@ -2,7 +2,7 @@
 daemon load when runs should fan out over a pool of workers (docs/operations-distributed.md).
 
     pip install -c constraints.txt -e '.[postgres,celery]'   # on the webserver, the daemon and every worker
-    dagster-celery worker start -A dagster_celery.app -y deploy/celery/celery.yaml -- -c 1   # each worker
+    dagster-celery worker start -A pstuts_pipeline.defs.celery_app -y deploy/celery/celery.yaml -- -c 1   # each worker
     dagster-daemon run -f deploy/celery/definitions.py          # and dagster-webserver -f ... for the UI
 
 `pstuts ingest` reaches the same workers with PSTUTS_EXECUTOR=celery. Tested end to end (Redis, PostgreSQL, two

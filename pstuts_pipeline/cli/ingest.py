@@ -5,15 +5,24 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import dagster as dg
 
 from pstuts_pipeline.cli.report import IngestReport
+from pstuts_pipeline.cli.runs_elsewhere import (
+    RunOutcome,
+    Submission,
+    execute_elsewhere,
+    execute_together,
+    run_slots,
+    stop_children,
+)
 from pstuts_pipeline.cli.sqlite_sync import batched_sqlite_syncs
 from pstuts_pipeline.defs import ledger as ledgers
-from pstuts_pipeline.defs.executors import reconstructable_job, steps_run_in_run_process
+from pstuts_pipeline.defs.executors import steps_run_in_run_process
 from pstuts_pipeline.defs.instance import PID_TAG, reclaim_dead_runs, this_process_tags
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.reconcile import (
@@ -31,7 +40,8 @@ from pstuts_pipeline.sources import Catalog, source_files
 from pstuts_pipeline.sources.reconciliation import reconcile, reconcile_folder
 
 # What a run returns: executed in this process, or orchestrated from it with its steps elsewhere (Celery).
-RunResult = dg.ExecuteInProcessResult | dg.JobExecutionResult
+RunResult = dg.ExecuteInProcessResult | dg.JobExecutionResult | RunOutcome
+Outcome = TypeVar("Outcome")
 # Where an ingest stands: steps ended, steps in all (None until the runs are planned), and what is happening.
 OnProgress = Callable[[int, int | None, str], None]
 # The summary says why a run failed in one line; tracebacks go to a log file (and the instance's event log).
@@ -97,8 +107,8 @@ def cancel_this_process_runs(instance: dg.DagsterInstance, signal_name: str) -> 
 
 
 def interruptible(
-    instance: dg.DagsterInstance, work: Callable[[], RunResult], on_tick: Callable[[], None] | None = None
-) -> RunResult:
+    instance: dg.DagsterInstance, work: Callable[[], Outcome], on_tick: Callable[[], None] | None = None
+) -> Outcome:
     """Run `work` in a worker thread so Ctrl-C or SIGTERM stops the ingest now, not when the run ends.
 
     Dagster holds SIGINT until a run finishes when it executes on the main thread. Here the main thread
@@ -117,6 +127,7 @@ def interruptible(
 
     def stop(signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
+        stop_children()
         cancel_this_process_runs(instance, name)
         os.write(2, f"\ninterrupted ({name}): {INTERRUPTED_STATE}\n".encode())
         os._exit(INTERRUPTED_EXIT_CODE)
@@ -139,6 +150,11 @@ def interruptible(
     return outcome["result"]  # type: ignore[return-value]
 
 
+def submission(request: dg.RunRequest) -> Submission:
+    """A reconcile run request as this process submits it: tagged with this process, logging quietly."""
+    return Submission(request.job_name, {**request.tags, **this_process_tags()}, {**request.run_config, **QUIET_LOGS})
+
+
 def execute_request(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
@@ -152,20 +168,44 @@ def execute_request(
     elsewhere (Celery) is executed through its code pointer instead (its steps are not followed).
     """
     job = defs.resolve_job_def(request.job_name)
-    tags = {**request.tags, **this_process_tags()}
-    run_config = {**request.run_config, **QUIET_LOGS}
+    run = submission(request)
     if not steps_run_in_run_process(job.executor_def):
-        return interruptible(instance, lambda: execute_elsewhere(instance, request.job_name, tags, run_config))
+        return interruptible(instance, lambda: execute_elsewhere(instance, run))
     run_id = str(uuid.uuid4())
     ended = EndedSteps(instance, run_id)
     with batched_sqlite_syncs():
         return interruptible(
             instance,
             lambda: job.execute_in_process(
-                instance=instance, tags=tags, run_config=run_config, raise_on_error=False, run_id=run_id
+                instance=instance, tags=run.tags, run_config=run.run_config, raise_on_error=False, run_id=run_id
             ),
             on_tick=None if on_steps is None else lambda: on_steps(ended()),
         )
+
+
+def execute_requests_together(
+    instance: dg.DagsterInstance, requests: list[dg.RunRequest], on_progress: OnProgress, steps: list[int]
+) -> Iterator[RunResult]:
+    """Runs whose steps execute on workers: the removal first and alone (it writes to the store outside the writers'
+    pool), then every ingest run at once, up to the instance's run queue limit, so each worker takes a run's steps."""
+    removals = [r for r in requests if r.job_name != INGEST_JOB_NAME]
+    ingests = [r for r in requests if r.job_name == INGEST_JOB_NAME]
+    ended: list[int] = []
+    for removal in removals:
+        on_progress(0, sum(steps), "removing videos that left the data folder")
+        yield interruptible(instance, lambda r=removal: execute_elsewhere(instance, submission(r)))
+    slots = min(run_slots(instance), len(ingests))
+
+    def tick() -> None:
+        running = min(slots, len(ingests) - len(ended))
+        done = len(removals) + len(ended)
+        on_progress(sum(steps[:done]), sum(steps), f"{len(ended)}/{len(ingests)} runs done, {running} running")
+
+    yield from interruptible(
+        instance,
+        lambda: execute_together(instance, [submission(r) for r in ingests], slots, lambda: ended.append(1)),
+        on_tick=tick,
+    )
 
 
 ENDED_STEP_EVENTS = {
@@ -218,24 +258,14 @@ def follow_run(
     return on_steps
 
 
-def execute_elsewhere(
-    instance: dg.DagsterInstance, job_name: str, tags: dict[str, str], run_config: dict
-) -> dg.JobExecutionResult:
-    """Run a job whose executor sends its steps to other processes; this process only orchestrates them."""
-    with dg.execute_job(
-        reconstructable_job(job_name), instance, tags=tags, run_config=run_config, raise_on_error=False
-    ) as result:
-        return result
-
-
-def add_run_figures(report: IngestReport, instance: dg.DagsterInstance, result: RunResult) -> None:
+def add_run_figures(report: IngestReport, instance: dg.DagsterInstance, result: RunResult, job_name: str) -> None:
     """Step seconds and chunk counts of a finished run, for the summary."""
     for stats in instance.get_run_step_stats(result.run_id):
         if stats.end_time and stats.start_time:
             report.step_seconds[stats.step_key] = round(
                 report.step_seconds.get(stats.step_key, 0) + stats.end_time - stats.start_time, 2
             )
-    if result.job_def.name == INGEST_JOB_NAME:
+    if job_name == INGEST_JOB_NAME:
         # Each partition of the range carries its own video's count.
         events = result.asset_materializations_for_node("timestamped_chunks")
         report.chunks += sum(int(e.metadata["chunks"].value) for e in events if "chunks" in e.metadata)
@@ -277,18 +307,25 @@ def ingest(
     )
     order = register_partitions(instance, catalog)
     report = IngestReport(result, reclaimed=reclaimed, dagster_home=str(instance.root_directory))
-    if result.to_ingest and steps_run_in_run_process(defs.resolve_job_def(INGEST_JOB_NAME).executor_def):
+    # Steps on workers: this process only orchestrates, and submits the runs together (see runs_elsewhere).
+    together = not steps_run_in_run_process(defs.resolve_job_def(INGEST_JOB_NAME).executor_def)
+    if result.to_ingest and not together:
         embeddings.preload()  # overlaps the run's start and first steps (which run here)
     requests = list(run_requests(result, order, max_videos_per_run(), trigger="cli"))
     steps = [step_count(defs.resolve_job_def(r.job_name)) for r in requests]
     videos = [int(r.tags.get("pstuts/videos", 0)) for r in requests]
-    for number, request in enumerate(requests):
-        done = f"{sum(videos[:number])}/{sum(videos)} videos done"
-        what = f"{videos[number]} videos" if videos[number] else "removing videos that left the data folder"
-        label = f"{done}; run {number + 1}/{len(requests)}: {what}"
-        follow = follow_run(on_progress, sum(steps[:number]), sum(steps), label)
-        follow([])
-        run = execute_request(defs, instance, request, on_steps=follow)
+
+    def one_at_a_time() -> Iterator[RunResult]:
+        for number, request in enumerate(requests):
+            done = f"{sum(videos[:number])}/{sum(videos)} videos done"
+            what = f"{videos[number]} videos" if videos[number] else "removing videos that left the data folder"
+            label = f"{done}; run {number + 1}/{len(requests)}: {what}"
+            follow = follow_run(on_progress, sum(steps[:number]), sum(steps), label)
+            follow([])
+            yield execute_request(defs, instance, request, on_steps=follow)
+
+    runs = execute_requests_together(instance, requests, on_progress, steps) if together else one_at_a_time()
+    for request, run in zip(requests, runs, strict=True):
         report.run_ids.append(run.run_id)
         if not run.success:
             errors = "; ".join(step_errors(run)) or "no step failed: see the run's logs"
@@ -302,7 +339,7 @@ def ingest(
             report.failed_runs.append(f"{what}: {errors} ({where})")
             report.unfinished |= dict.fromkeys(unfinished, errors)
             continue
-        add_run_figures(report, instance, run)
+        add_run_figures(report, instance, run, request.job_name)
     if requests:
         on_progress(sum(steps), sum(steps), f"{sum(videos)}/{sum(videos)} videos done")
     if result.has_work:

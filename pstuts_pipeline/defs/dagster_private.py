@@ -9,6 +9,9 @@
 - `add_metadata_by_partition`: `context.add_asset_metadata(..., partition_key=key)` lists the run's dynamic partitions
   from the instance again on every call to check the key (three SQLite queries per video and asset, some 4 s of a
   65-video ingest); this checks the keys once and adds to the same accumulator the public method adds to.
+- `poll_celery_steps_every`: dagster-celery's executor loop sleeps a module constant (`TICK_SECONDS`, 1 s) between
+  looking at its steps, so every step of a Celery run waited up to a second to be noticed done and its successor
+  sent; nothing public sets it.
 
 `pstuts_pipeline_tests/defs/test_dagster_private.py` imports each and checks its shape, so the Dagster upgrade that
 moves or changes one fails there, not in a user's sensor tick.
@@ -21,6 +24,13 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetC
 from dagster._core.errors import DagsterInvalidPropertyError
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+
+def poll_celery_steps_every(seconds: float) -> None:
+    """How long dagster-celery's executor loop sleeps between looks at its steps, in this process."""
+    from dagster_celery import core_execution_loop  # the `celery` extra
+
+    core_execution_loop.TICK_SECONDS = seconds
 
 
 def add_metadata_by_partition(
@@ -48,4 +58,5 @@ __all__ = [
     "BulkActionsFilter",
     "DagsterInvalidPropertyError",
     "add_metadata_by_partition",
+    "poll_celery_steps_every",
 ]

@@ -11,15 +11,20 @@ import dagster as dg
 import yaml
 
 from pstuts_pipeline import settings
+from pstuts_pipeline.defs.dagster_private import poll_celery_steps_every
 
+# How often a Celery run's executor loop looks at its steps (dagster-celery: 1 s). A step ended waits this long to be
+# noticed and its successor sent: at 1 s, about a second per step of a run of ten steps.
+STEP_POLL_SECONDS = 0.2
 # What a worker imports and calls to rebuild a job: `pstuts_pipeline.definitions.job_named(name)`.
 CODE_LOCATION_MODULE = "pstuts_pipeline.definitions"
 JOB_BUILDER = "job_named"
 
 
-def celery_config(visibility_timeout_s: int | None = None) -> dict[str, Any]:
-    """The Celery settings the executor and every worker share (deploy/celery/celery.yaml is this, written out)."""
-    timeout = settings.celery_visibility_timeout_s() if visibility_timeout_s is None else visibility_timeout_s
+def celery_config() -> dict[str, Any]:
+    """The Celery settings the executor and every worker share (deploy/celery/celery.yaml is this, written out; the
+    workers' app, celery_app.py, applies it again from the worker's own environment)."""
+    timeout = settings.celery_visibility_timeout_s()
     return {
         "broker": {"env": settings.CELERY_BROKER_VAR},
         "backend": "rpc://",
@@ -37,15 +42,16 @@ def celery_config(visibility_timeout_s: int | None = None) -> dict[str, Any]:
     }
 
 
-def worker_config_yaml(visibility_timeout_s: int | None = None) -> str:
+def worker_config_yaml() -> str:
     """The `-y` file of `dagster-celery worker start`: the same settings, so workers and runs agree."""
-    return yaml.safe_dump({"execution": {"config": celery_config(visibility_timeout_s)}}, sort_keys=False)
+    return yaml.safe_dump({"execution": {"config": celery_config()}}, sort_keys=False)
 
 
 def celery_executor() -> dg.ExecutorDefinition:
     """Dagster's Celery executor with the project's settings: each step is a task a worker runs."""
     from dagster_celery import celery_executor  # the `celery` extra
 
+    poll_celery_steps_every(STEP_POLL_SECONDS)  # the process that builds the executor is the one that runs its loop
     return celery_executor.configured(celery_config(), name="celery")
 
 

@@ -70,3 +70,17 @@ def test_metadata_added_by_partition_lands_on_each_partitions_own_materializatio
         records = instance.fetch_materializations(dg.AssetKey("chunk"), limit=10).records
         found = {r.partition_key: r.asset_materialization.metadata["chunks"].value for r in records}
     assert found == {"1": 10, "2": 20}
+
+
+def test_the_celery_executor_loop_sleeps_the_module_constant_that_sets_its_polling():
+    import inspect
+
+    from dagster_celery import core_execution_loop
+
+    before = core_execution_loop.TICK_SECONDS
+    try:
+        dagster_private.poll_celery_steps_every(0.2)
+        assert core_execution_loop.TICK_SECONDS == 0.2
+    finally:
+        core_execution_loop.TICK_SECONDS = before
+    assert "time.sleep(TICK_SECONDS)" in inspect.getsource(core_execution_loop.core_celery_execution_loop)

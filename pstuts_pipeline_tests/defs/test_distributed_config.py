@@ -42,6 +42,25 @@ def test_workers_start_with_the_settings_the_executor_sends_steps_with(monkeypat
         celery_config()
 
 
+def test_the_workers_app_takes_its_visibility_timeout_from_the_same_setting_as_the_executor(tmp_path):
+    """What `dagster-celery worker start -A pstuts_pipeline.defs.celery_app -y ...` runs, in a fresh process as a worker
+    is, with a `-y` file (dagster_celery_config) that says 3600: the setting wins, and the step task is there."""
+    (tmp_path / "dagster_celery_config.py").write_text(
+        "broker_url = 'redis://127.0.0.1:1/0'\nbroker_transport_options = {'visibility_timeout': 3600}\n"
+    )
+    show = (
+        "from pstuts_pipeline.defs.celery_app import app\n"
+        "conf = app.conf\n"
+        "print(conf.broker_url, conf.broker_transport_options['visibility_timeout'], conf.task_acks_late,"
+        " conf.task_reject_on_worker_lost, conf.worker_prefetch_multiplier, 'execute_plan' in app.tasks)"
+    )
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", str(REPO))])
+    env = {**os.environ, "PSTUTS_CELERY_VISIBILITY_TIMEOUT_S": "42", "PYTHONPATH": path}
+    done = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["redis://127.0.0.1:1/0", "42", "True", "True", "1", "True"]
+
+
 def test_a_job_rebuilt_from_the_module_pointer_keeps_the_celery_executor():
     """What a worker does with a step of a run `pstuts ingest` submitted: rebuild its job from the module.
 
