@@ -1,6 +1,7 @@
 """Steps on Celery workers, end to end: a real Redis broker, a throwaway PostgreSQL instance (deploy/dagster.yaml) and
-two `dagster-celery worker` processes; runs submitted by `pstuts ingest` and launched by the daemon's sensor, a worker
-killed with kill -9 mid-step, a removal; every time the points must be exactly those of an in-process ingest."""
+two `dagster-celery worker` processes; runs submitted together by `pstuts ingest` and launched by the daemon's sensor,
+a worker's pool process killed with kill -9 mid-step, a whole worker killed (the broker's visibility timeout), a
+removal; every time the points must be exactly those of an in-process ingest."""
 
 import json
 import os
@@ -128,23 +129,38 @@ def model_loads(instance: dg.DagsterInstance) -> dict[int, dict[tuple[str, str],
     return loads
 
 
+def step_spans(instance: dg.DagsterInstance, run_id: str) -> list[tuple[float, float, int]]:
+    """Each step of a run that succeeded: (started, ended, process), from the run's event log."""
+    started: dict[str, tuple[float, int]] = {}
+    spans = []
+    for entry in instance.all_logs(run_id):
+        event = entry.dagster_event
+        if event is not None and event.event_type == dg.DagsterEventType.STEP_START:
+            started[entry.step_key] = (entry.timestamp, event.pid)
+        elif event is not None and event.event_type == dg.DagsterEventType.STEP_SUCCESS:
+            begun, pid = started[entry.step_key]
+            spans.append((begun, entry.timestamp, pid))
+    return spans
+
+
 @dataclass
 class CliPhase:
     pid: int
-    run: dg.DagsterRun
+    runs: list[dg.DagsterRun]
     points: Points
-    worker_pids: set[int]
+    worker_pids: list[set[int]]
 
 
 @pytest.fixture(scope="module")
 def cli_phase(stack) -> CliPhase:
-    """`pstuts ingest` on the cluster: the run it submitted, the points it wrote."""
+    """`pstuts ingest` on the cluster, its videos split into three runs or more: the runs, the points it wrote."""
     cluster, instance = stack
-    ingest = subprocess.Popen([str(BIN / "pstuts"), "ingest"], env=cluster.env, cwd=REPO, stdout=subprocess.PIPE)
-    output = ingest.communicate(timeout=400)[0].decode()
+    env = {**cluster.env, "PSTUTS_MAX_VIDEOS_PER_RUN": str(max(1, len(videos()) // 3))}
+    ingest = subprocess.Popen([str(BIN / "pstuts"), "ingest"], env=env, cwd=REPO, stdout=subprocess.PIPE)
+    output = ingest.communicate(timeout=600)[0].decode()
     assert ingest.returncode == 0, output
-    [run] = runs(instance, "ingest_videos", "cli")
-    return CliPhase(ingest.pid, run, points(cluster.root / "storage"), pool_pids(cluster))
+    found = runs(instance, "ingest_videos", "cli")
+    return CliPhase(ingest.pid, found, points(cluster.root / "storage"), [w.pool_pids() for w in cluster.workers])
 
 
 @dataclass
@@ -165,7 +181,7 @@ def kill_phase(stack, cli_phase, expected) -> KillPhase:
     try:
 
         def writer() -> int | None:
-            forced = runs(instance, "ingest_videos", "cli")[1:]
+            forced = runs(instance, "ingest_videos", "cli")[len(cli_phase.runs) :]
             return (
                 next(iter(step_pids(instance, forced[0].run_id).get("qdrant_collection", ())), None) if forced else None
             )
@@ -179,7 +195,7 @@ def kill_phase(stack, cli_phase, expected) -> KillPhase:
         ingest.wait(timeout=400)
     finally:
         stop_group(ingest)
-    forced = runs(instance, "ingest_videos", "cli")[1]
+    forced = runs(instance, "ingest_videos", "cli")[len(cli_phase.runs)]
     slots = instance.event_log_storage.get_concurrency_info(QDRANT_POOL).active_slot_count
     pstuts(cluster.env, "ingest")
     return KillPhase(
@@ -234,12 +250,31 @@ def daemon_phase(stack, kill_phase) -> DaemonPhase:
 def test_pstuts_ingest_runs_every_step_on_the_workers_and_writes_the_in_process_points(stack, cli_phase, expected):
     cluster, instance = stack
     assert len(expected) > 0 and cli_phase.points == expected
-    assert cli_phase.run.status == dg.DagsterRunStatus.SUCCESS
-    pids = step_pids(instance, cli_phase.run.run_id)
-    assert set(INGESTION_ASSET_NAMES) <= set(pids)  # and the asset checks, each its own step
-    ran_in = set().union(*pids.values())
-    assert ran_in <= cli_phase.worker_pids and cli_phase.pid not in ran_in
-    assert cli_phase.run.tags["pstuts/pid"] == str(cli_phase.pid), "tagged with the run's process, not a worker's"
+    assert len(cli_phase.runs) >= 3 and all(r.status == dg.DagsterRunStatus.SUCCESS for r in cli_phase.runs)
+    workers = set().union(*cli_phase.worker_pids)
+    for run in cli_phase.runs:
+        pids = step_pids(instance, run.run_id)
+        assert set(INGESTION_ASSET_NAMES) <= set(pids)  # and the asset checks, each its own step
+        ran_in = set().union(*pids.values())
+        assert ran_in <= workers and cli_phase.pid not in ran_in
+        assert run.tags["pstuts/pid"] == str(cli_phase.pid), "tagged with the submitting process, not a worker's"
+
+
+def test_pstuts_ingest_runs_its_runs_at_once_on_both_workers(stack, cli_phase):
+    """The runs were executed together: steps of two different runs ran at the same time, one on each worker."""
+    _, instance = stack
+    spans = {run.run_id: step_spans(instance, run.run_id) for run in cli_phase.runs}
+    first, second = cli_phase.worker_pids
+    overlapping = [
+        (a, b)
+        for run_a, spans_a in spans.items()
+        for run_b, spans_b in spans.items()
+        if run_a < run_b
+        for a in spans_a
+        for b in spans_b
+        if a[0] < b[1] and b[0] < a[1] and {a[2], b[2]} & first and {a[2], b[2]} & second
+    ]
+    assert overlapping, spans
 
 
 def test_a_worker_killed_mid_step_ends_the_run_frees_its_pool_slot_and_the_next_reconcile_heals(
@@ -275,3 +310,75 @@ def test_each_worker_loaded_the_model_once_however_many_steps_it_ran(stack, daem
     assert loads and all(set(steps.values()) <= {0, 1} for steps in loads.values()), loads
     served = [len(steps) for steps in loads.values() if 1 in steps.values()]
     assert served and max(served) >= 2, loads
+
+
+# A whole worker lost: Redis hands its unacknowledged step to another worker once this many seconds have passed.
+VISIBILITY_TIMEOUT_S = 20
+
+
+@dataclass
+class WorkerLostPhase:
+    victim: int
+    survivor_pids: set[int]
+    run: dg.DagsterRun
+    killed_at: float
+    writer_starts: list[tuple[float, int]]
+    points: Points
+    wanted: set[int]
+
+
+@pytest.fixture(scope="module")
+def worker_lost_phase(stack, expected) -> WorkerLostPhase:
+    """A second cluster whose workers' visibility timeout is 20 s (PSTUTS_CELERY_VISIBILITY_TIMEOUT_S, which their app
+    reads): `pstuts ingest` of two videos, and the worker running qdrant_collection killed whole (its celery process
+    and its pool process, as when a machine is lost). The first cluster's embedding cache keeps every step short."""
+    main, _ = stack
+    settings = {
+        "PSTUTS_CELERY_VISIBILITY_TIMEOUT_S": str(VISIBILITY_TIMEOUT_S),
+        "PSTUTS_EMBEDDING_CACHE_DIR": str(main.root / "storage" / "embedding_cache"),
+    }
+    chosen = videos()[:2]
+    with celery_cluster(2, settings=settings) as cluster, environ(cluster.env):
+        (cluster.root / "data" / "two.json").write_text(json.dumps(chosen))
+        with dg.DagsterInstance.from_config(str(cluster.home)) as instance:
+            ingest = start([str(BIN / "pstuts"), "ingest"], cluster.root / "ingest.log", cluster.env, REPO)
+            try:
+
+                def writer() -> int | None:
+                    found = runs(instance, "ingest_videos", "cli")
+                    starts = step_pids(instance, found[0].run_id).get("qdrant_collection", ()) if found else ()
+                    return next(iter(starts), None)
+
+                deadline = time.monotonic() + 300
+                while (victim := writer()) is None:
+                    assert time.monotonic() < deadline and ingest.poll() is None, "the run's qdrant_collection step"
+                    time.sleep(0.05)
+                [lost] = [w for w in cluster.workers if victim in w.pool_pids()]
+                survivor_pids = set().union(*(w.pool_pids() for w in cluster.workers if w is not lost))
+                os.killpg(lost.process.pid, signal.SIGKILL)  # dagster-celery, its celery worker, the pool process
+                killed_at = time.time()
+                ingest.wait(timeout=300)
+            finally:
+                stop_group(ingest)
+            [run] = runs(instance, "ingest_videos", "cli")
+            writer_starts = [
+                (e.timestamp, e.dagster_event.pid)
+                for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_START)
+                if e.step_key == "qdrant_collection"
+            ]
+            wanted = {v["video_id"] for v in chosen}
+            stored = points(cluster.root / "storage")
+    return WorkerLostPhase(victim, survivor_pids, run, killed_at, writer_starts, stored, wanted)
+
+
+def test_a_whole_worker_lost_mid_step_has_its_step_run_by_another_after_the_visibility_timeout(
+    worker_lost_phase, expected
+):
+    phase = worker_lost_phase
+    assert phase.run.status == dg.DagsterRunStatus.SUCCESS
+    assert phase.points == {k: v for k, v in expected.items() if v[0] in phase.wanted}
+    (first, killed), (second, survivor) = phase.writer_starts
+    assert killed == phase.victim and survivor in phase.survivor_pids
+    # Nobody was left to give the step back: Redis restored it once the timeout had passed since its delivery.
+    waited = second - phase.killed_at
+    assert VISIBILITY_TIMEOUT_S - (phase.killed_at - first) - 1 <= waited <= VISIBILITY_TIMEOUT_S + 60, waited
