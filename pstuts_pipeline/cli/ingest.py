@@ -14,7 +14,7 @@ from pstuts_pipeline.cli.report import IngestReport
 from pstuts_pipeline.cli.sqlite_sync import batched_sqlite_syncs
 from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.defs.executors import reconstructable_job, steps_run_in_run_process
-from pstuts_pipeline.defs.instance import PID_TAG, reclaim_dead_runs, this_process_tags
+from pstuts_pipeline.defs.instance import PID_TAG, instance_home, reclaim_dead_runs, this_process_tags
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.reconcile import (
     INGEST_JOB_NAME,
@@ -266,7 +266,7 @@ def ingest(
         defs.resources["chunker"],
         defs.resources["qdrant"],
     )
-    home = None if instance.is_ephemeral else Path(instance.root_directory)
+    home = instance_home(instance)
     reclaimed = reclaim_dead_runs(instance)
     on_progress(0, None, f"checking the data folder against {qdrant.collection}")
     view = observe_store(qdrant, home)
