@@ -23,9 +23,9 @@ import time
 import warnings
 from pathlib import Path
 
-from benchmarks.pstuts_vqa import link_into
 from benchmarks.rerank_benchmark import NAMES
 from benchmarks.tune_embedder import PSTUTS_DIR, ingest_collection
+from pstuts_pipeline_tests.support.pstuts_vqa import link_into
 
 DEPTH = 10
 # Chunks average about 50 s (405 on train + dev's 65 videos), so neighbours' midpoints are ~50 s apart: a sigma

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy.exc
-from helpers import COLLECTION, run_main, small_collection
-from servers import free_port
 
 from pstuts_pipeline.cli import app as cli
 from pstuts_pipeline.cli.commands.search import print_results
 from pstuts_pipeline.defs.resources import QdrantResource, QdrantStorageError, QdrantUnavailableError
 from pstuts_pipeline.search.retrieval import SearchResult
+from pstuts_pipeline_tests.support.helpers import COLLECTION, run_main, small_collection
+from pstuts_pipeline_tests.support.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 

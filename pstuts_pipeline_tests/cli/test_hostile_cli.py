@@ -8,14 +8,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import run_main, small_collection
 from qdrant_client import models
-from servers import free_port
 
 from pstuts_pipeline.answers.answering import Answer, Citation
 from pstuts_pipeline.cli import project
 from pstuts_pipeline.defs.resources import QdrantResource, QdrantUnavailableError
 from pstuts_pipeline.search.edge_store import EdgeStore
+from pstuts_pipeline_tests.support.helpers import run_main, small_collection
+from pstuts_pipeline_tests.support.servers import free_port
 
 COLLECTION = "pstuts_transcripts"
 

@@ -8,13 +8,12 @@ from collections.abc import Iterator
 
 import dagster as dg
 import pytest
-from dagster_dev_helpers import ingest_runs, ranges, stored
-from helpers import SAMPLE
-from servers import QUICK_SENSOR, skip_or_fail
 
-from benchmarks.dagster_dev_path import DagsterDev
-from benchmarks.ingest_speed import Workspace
 from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
+from pstuts_pipeline_tests.support.dagster_dev import DagsterDev, ingest_runs, ranges, stored
+from pstuts_pipeline_tests.support.helpers import SAMPLE
+from pstuts_pipeline_tests.support.servers import QUICK_SENSOR, skip_or_fail
+from pstuts_pipeline_tests.support.workspace import Workspace
 
 pytestmark = pytest.mark.slow
 KEYS = {"9001", "9002", "9003"}

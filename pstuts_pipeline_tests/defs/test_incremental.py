@@ -9,7 +9,6 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 import pytest
-from helpers import run_metadata
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking import chunker as chunking
@@ -21,6 +20,7 @@ from pstuts_pipeline.defs.reconcile import fingerprint_function, ingest_ranges, 
 from pstuts_pipeline.defs.resources import fields_of, resources_from_env
 from pstuts_pipeline.resource_fields import resource_fields_from_env
 from pstuts_pipeline.sources.reconciliation import reconcile
+from pstuts_pipeline_tests.support.helpers import run_metadata
 
 REPO = Path(__file__).resolve().parents[2]
 FEW_VIDEOS = 3

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import SAMPLE_DIR
 from langchain_core.documents import Document
 
 from pstuts_pipeline.chunking.chunker import TimedChunk
@@ -15,6 +14,7 @@ from pstuts_pipeline.defs.assets.chunks import full_transcripts, phrase_document
 from pstuts_pipeline.defs.io_managers import PartitionedJsonIOManager, decode, encode, shape_of
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import EmbeddingsResource, TranscriptSource
+from pstuts_pipeline_tests.support.helpers import SAMPLE_DIR
 
 
 def test_every_stored_shape_comes_back_equal():

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from filelock import Timeout
-from helpers import COLLECTION, chunk_point, run_main
 from qdrant_client import QdrantClient, models
 
 from pstuts_pipeline.cli import project
@@ -16,6 +15,7 @@ from pstuts_pipeline.defs.resources import QdrantResource
 from pstuts_pipeline.search import vectorstore
 from pstuts_pipeline.search.client_store import ClientStore
 from pstuts_pipeline.search.edge_store import EdgeStore, LocalModeFolderError
+from pstuts_pipeline_tests.support.helpers import COLLECTION, chunk_point, run_main
 
 DIMENSION = 8
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import run_main, settled, stored_points
 
 from pstuts_pipeline.cli import project
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.defs.sensors import build_folder_sensor
+from pstuts_pipeline_tests.support.helpers import run_main, settled, stored_points
 
 CORPUS = Path(__file__).parent / "bad_inputs"
 MANIFEST: dict[str, dict] = json.loads((CORPUS / "manifest.json").read_text())

@@ -5,10 +5,9 @@ import json
 import time
 from pathlib import Path
 
-from helpers import SAMPLE
-
 from pstuts_pipeline.chunking.transcripts import load_catalog
 from pstuts_pipeline.sources.reconciliation import reconcile
+from pstuts_pipeline_tests.support.helpers import SAMPLE
 
 
 def folder_with(tmp_path: Path, files: dict[str, bytes]) -> Path:
