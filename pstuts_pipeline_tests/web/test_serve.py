@@ -113,7 +113,9 @@ def test_missing_and_empty_collections_are_named_with_what_to_do(tmp_path) -> No
     assert asked.status_code == 503 and "does not exist yet: run `pstuts ingest` first" in asked.json()["detail"]
     small_collection(tmp_path / "qdrant", points=0)
     asked = client.post("/api/ask", json={"question": "How do I crop?"})
-    assert asked.status_code == 503 and asked.json()["detail"].endswith("is empty: run `pstuts ingest` on your data")
+    assert asked.status_code == 503 and asked.json()["detail"].endswith(
+        "is empty (its store may have been emptied or damaged): run `pstuts ingest --force` to fill it again"
+    )
     assert "is empty" in client.get("/api/status").json()["problem"]
 
 

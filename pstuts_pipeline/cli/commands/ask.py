@@ -25,7 +25,7 @@ def ask(
     from pstuts_pipeline.answers.answering import answer_chain, mmss
     from pstuts_pipeline.search.langchain_retriever import PstutsRetriever
 
-    question = project.checked_question(question)
+    question = project.question_or_exit(question)
     resources = project.resources()
     embeddings, settings = resources["embeddings"], resources["chat_model"].settings()
     # Answering only reads the collection: a read-only folder opens as it does for `search`.

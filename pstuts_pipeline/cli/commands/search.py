@@ -27,7 +27,7 @@ def search(
     if not asked:
         print_line(f"{questions} holds no question")
         raise typer.Exit(2)
-    asked = [project.checked_question(q) for q in asked]
+    asked = [project.question_or_exit(q) for q in asked]
     threshold = confidence.threshold()
     resources = project.resources()
     embeddings = resources["embeddings"]
