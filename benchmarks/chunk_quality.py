@@ -15,7 +15,7 @@ from typing import Any
 
 from benchmarks.reference_ingest import load_videos, make_embeddings, reference_chunks
 from pstuts_pipeline.chunking import chunker as chunking
-from pstuts_pipeline.chunking.transcripts import TimeRepairs, repair_times
+from pstuts_pipeline.chunking.time_repair import TimeRepairs, repair_times
 from pstuts_pipeline.embedding import EmbeddingSpec, load_embeddings, token_counter, window_tokens
 from pstuts_pipeline.sources import load_catalog
 from pstuts_pipeline_tests.support.chunk_quality import ChunkRow, Quality, measure

@@ -78,11 +78,11 @@ def templates(space: Workspace) -> dict[int, list]:
 def bulk_write(space: Workspace, files: list[Path], models: dict[int, list]) -> int:
     """The copies' points, as `pstuts ingest` would store them but with the originals' vectors; videos written."""
     from pstuts_pipeline.chunking.chunker import TimedChunk
-    from pstuts_pipeline.chunking.transcripts import Phrase, normalize_text
+    from pstuts_pipeline.chunking.time_repair import Phrase
     from pstuts_pipeline.defs.resources import fingerprint_function, resources_from_env
     from pstuts_pipeline.search import vectorstore
     from pstuts_pipeline.search.edge_store import EdgeStore
-    from pstuts_pipeline.sources import load_catalog
+    from pstuts_pipeline.sources import load_catalog, normalize_text
 
     os.environ.update(space.env())
     resources = resources_from_env()

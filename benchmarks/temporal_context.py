@@ -51,7 +51,7 @@ def stored_videos(store) -> dict[int, list]:  # noqa: ANN001
 def chunk_of(record):  # noqa: ANN001, ANN201
     """The TimedChunk a stored point was built from (its phrases' ids, texts and times)."""
     from pstuts_pipeline.chunking.chunker import TimedChunk
-    from pstuts_pipeline.chunking.transcripts import Phrase
+    from pstuts_pipeline.chunking.time_repair import Phrase
 
     meta, text = record.payload["metadata"], record.payload["page_content"]
     phrases = tuple(

@@ -12,12 +12,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from pstuts_pipeline.chunking.transcripts import load_catalog
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.search import evaluation
+from pstuts_pipeline.sources import load_catalog
 from pstuts_pipeline_tests.support.helpers import (
     SAMPLE,
     HashEmbeddings,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pstuts_pipeline.chunking.transcripts import Phrase
+from pstuts_pipeline.chunking.time_repair import Phrase
 
 if TYPE_CHECKING:  # imported where used: planning an ingest reads ChunkerSettings and needs neither
     from langchain_core.embeddings import Embeddings

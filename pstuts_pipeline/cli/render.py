@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from rich.console import Console
 from rich.markup import escape
 
+from pstuts_pipeline.cli.text_safety import printable
 from pstuts_pipeline.redaction import redact
-from pstuts_pipeline.text_safety import printable
 
 # What a user waits for is the whole command, imports and model loading included, not only the work inside it.
 COMMAND_STARTED = time.perf_counter()

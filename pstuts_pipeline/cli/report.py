@@ -4,9 +4,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.resource_fields import Fields, as_held, fingerprint_function, qdrant_folder, source_folder
 from pstuts_pipeline.settings import dagster_home
+from pstuts_pipeline.sources import ledger as ledgers
 from pstuts_pipeline.sources import source_files
 from pstuts_pipeline.sources.reconciliation import Reconciliation, reconcile_folder
 

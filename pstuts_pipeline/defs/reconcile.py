@@ -17,7 +17,6 @@ from pathlib import Path
 import dagster as dg
 from filelock import Timeout
 
-from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.defs.dagster_private import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pstuts_pipeline.defs.instance import reclaim_dead_runs
 from pstuts_pipeline.defs.partitions import video_partitions
@@ -32,6 +31,7 @@ from pstuts_pipeline.defs.resources import (
 from pstuts_pipeline.redaction import strip_credentials
 from pstuts_pipeline.settings import max_phrases_per_run, max_videos_per_run
 from pstuts_pipeline.sources import Catalog, SourceVideo, source_files
+from pstuts_pipeline.sources import ledger as ledgers
 from pstuts_pipeline.sources.reconciliation import REMOVED_REASON, Reconciliation, reconcile_folder
 
 INGEST_JOB_NAME = "ingest_videos"

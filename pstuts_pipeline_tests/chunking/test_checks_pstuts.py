@@ -14,7 +14,7 @@ from qdrant_client import models
 
 from pstuts_pipeline.chunking import validation
 from pstuts_pipeline.chunking.chunker import TimedChunk
-from pstuts_pipeline.chunking.transcripts import Phrase, normalize_text
+from pstuts_pipeline.chunking.time_repair import Phrase
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.cli.report import IngestReport
 from pstuts_pipeline.definitions import build_definitions
@@ -31,6 +31,7 @@ from pstuts_pipeline.defs.checks import (
 from pstuts_pipeline.defs.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.defs.io_managers import decode
 from pstuts_pipeline.defs.resources import EmbeddingsResource, QdrantResource, resources_from_env
+from pstuts_pipeline.sources import normalize_text
 from pstuts_pipeline_tests.support.helpers import copy_storage, stored_points
 
 CHECKS = [phrases_linked_exactly_once, chunk_times_ordered_and_bounded, chunks_fit_token_window, points_match_chunks]

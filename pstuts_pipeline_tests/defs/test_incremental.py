@@ -12,13 +12,13 @@ import pytest
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking import chunker as chunking
-from pstuts_pipeline.chunking.transcripts import load_catalog, normalize_text
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.cli.report import unchanged_report
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.reconcile import fingerprint_function, ingest_ranges, plan_tick, read_store
 from pstuts_pipeline.defs.resources import fields_of, resources_from_env
 from pstuts_pipeline.resource_fields import resource_fields_from_env
+from pstuts_pipeline.sources import load_catalog, normalize_text
 from pstuts_pipeline.sources.reconciliation import reconcile
 from pstuts_pipeline_tests.support.helpers import run_metadata
 

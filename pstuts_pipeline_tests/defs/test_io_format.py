@@ -9,11 +9,12 @@ import pytest
 from langchain_core.documents import Document
 
 from pstuts_pipeline.chunking.chunker import TimedChunk
-from pstuts_pipeline.chunking.transcripts import Phrase, load_catalog
+from pstuts_pipeline.chunking.time_repair import Phrase
 from pstuts_pipeline.defs.assets.chunks import full_transcripts, phrase_documents, raw_transcripts
 from pstuts_pipeline.defs.io_managers import PartitionedJsonIOManager, decode, encode, shape_of
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import EmbeddingsResource, TranscriptSource
+from pstuts_pipeline.sources import load_catalog
 from pstuts_pipeline_tests.support.helpers import SAMPLE_DIR
 
 

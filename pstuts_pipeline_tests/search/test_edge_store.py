@@ -129,7 +129,7 @@ def test_migrate_store_copies_every_point_and_keeps_the_old_folder(tmp_path, mon
 
 def test_reading_leaves_the_ledgers_stamps_alone_and_any_write_moves_them(tmp_path) -> None:
     """The no-op ingest skips the store while these stamps hold: a read must keep them, every kind of write move them."""
-    from pstuts_pipeline.defs.ledger import qdrant_local_files, stamps
+    from pstuts_pipeline.sources.ledger import qdrant_local_files, stamps
 
     folder = tmp_path / "qdrant"
     written_then_deleted_by_filter(folder).close()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pstuts_pipeline.chunking.transcripts import load_catalog
+from pstuts_pipeline.sources import load_catalog
 from pstuts_pipeline.sources.reading import read_source_bytes
 from pstuts_pipeline.sources.reconciliation import reconcile
 from pstuts_pipeline_tests.support.helpers import SAMPLE

@@ -5,7 +5,7 @@ import json
 import time
 from pathlib import Path
 
-from pstuts_pipeline.chunking.transcripts import load_catalog
+from pstuts_pipeline.sources import load_catalog
 from pstuts_pipeline.sources.reconciliation import reconcile
 from pstuts_pipeline_tests.support.helpers import SAMPLE
 

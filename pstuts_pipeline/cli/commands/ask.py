@@ -7,8 +7,8 @@ import typer
 
 from pstuts_pipeline.cli import project
 from pstuts_pipeline.cli.render import console, percent, print_error, print_line, seconds_so_far
+from pstuts_pipeline.cli.text_safety import printable, safe_link
 from pstuts_pipeline.redaction import redact
-from pstuts_pipeline.text_safety import printable, safe_link
 
 HOW_TO_GENERATE = (
     "extractive answer (no chat model configured): set PSTUTS_CHAT_MODEL, and PSTUTS_CHAT_BASE_URL for a server "

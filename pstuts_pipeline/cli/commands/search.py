@@ -8,7 +8,7 @@ import typer
 
 from pstuts_pipeline.cli import project
 from pstuts_pipeline.cli.render import console, percent, print_line
-from pstuts_pipeline.text_safety import printable, safe_link
+from pstuts_pipeline.cli.text_safety import printable, safe_link
 
 
 def search(

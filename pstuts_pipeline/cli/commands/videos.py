@@ -10,7 +10,7 @@ from rich.table import Table
 
 from pstuts_pipeline.cli import project
 from pstuts_pipeline.cli.render import console, iso
-from pstuts_pipeline.text_safety import printable
+from pstuts_pipeline.cli.text_safety import printable
 
 
 def videos(

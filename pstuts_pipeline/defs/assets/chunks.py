@@ -8,7 +8,7 @@ from langchain_core.documents import Document
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking import chunker as chunking
-from pstuts_pipeline.chunking.transcripts import Phrase, TimeRepairs, repair_times
+from pstuts_pipeline.chunking.time_repair import Phrase, TimeRepairs, repair_times
 from pstuts_pipeline.defs.dagster_private import add_metadata_by_partition
 from pstuts_pipeline.defs.instance import record_run_process
 from pstuts_pipeline.defs.partitions import video_partitions
