@@ -33,10 +33,10 @@ def describe_error(exc: BaseException) -> str:
     """One line for an error that escaped a command, naming the store it concerns when the error does not."""
     if type(exc).__module__.startswith("sqlalchemy"):
         # Dagster's instance storage: SQLAlchemy's text carries the SQL, not the folder.
-        from pstuts_pipeline.settings import dagster_home
+        from pstuts_pipeline.settings import paths
 
         reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-        return f"Dagster instance in {dagster_home()} (DAGSTER_HOME): {reason}"
+        return f"Dagster instance in {paths().dagster_home} (DAGSTER_HOME): {reason}"
     if isinstance(exc, MemoryError):
         return "out of memory: lower PSTUTS_MAX_PHRASES_PER_RUN or PSTUTS_MAX_VIDEOS_PER_RUN, or give it more memory"
     return str(exc) or type(exc).__name__

@@ -20,12 +20,11 @@ def ingest(
     ] = False,
 ) -> None:
     """Register every video in the data folder as a partition and materialize the new or changed ones."""
-    from pstuts_pipeline.cli.report import unchanged_report
-    from pstuts_pipeline.resource_fields import resource_fields_from_env
+    from pstuts_pipeline.cli.report import IngestSettings, unchanged_report
 
     # With nothing to do, the ledger says so without importing Dagster, the pipeline or Qdrant.
-    fields = resource_fields_from_env()
-    report = None if force else unchanged_report(fields, only=video, allow_removal=allow_mass_removal)
+    config = IngestSettings.from_env()
+    report = None if force else unchanged_report(config, only=video, allow_removal=allow_mass_removal)
     if report is None:
         from pstuts_pipeline.cli.ingest import ingest as run_ingest
         from pstuts_pipeline.cli.progress import Tracker
