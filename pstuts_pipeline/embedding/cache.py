@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import array
+import contextlib
 import functools
 import hashlib
 import logging
 import math
+import os
 import re
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -140,54 +143,74 @@ def _vector_from_bytes(entry: bytes) -> list[float]:
     return array.array("d", entry[len(ENTRY_TAG) + DIGEST_BYTES :]).tolist()
 
 
-class CheckedStore(ByteStore):
-    """Entries of a maintained store (LangChain's SQLStore over SQLite), checked when read.
+class CheckedFileStore(ByteStore):
+    """One file per entry, written atomically (a temporary file renamed into place) and checked when read.
 
-    SQLite writes each batch in one transaction, so a write is whole or absent; a damaged entry is dropped and
-    embedded again, with one warning line per process naming the folder.
+    Written in place, a full disk left empty entries that failed every later ingest; a damaged entry is now
+    dropped and embedded again, with one warning line per process naming the folder.
     """
 
     def __init__(self, root: Path):
-        from langchain_community.storage import SQLStore
-
         self.root = root
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.inner = SQLStore(namespace="embeddings", db_url=f"sqlite:///{root / 'embeddings.sqlite3'}")
-        self.inner.create_schema()
         self.warned = False
 
-    def mget(self, keys: Sequence[str]) -> list[bytes | None]:
-        values = self.inner.mget(keys)
-        problems = {k: p for k, v in zip(keys, values, strict=True) if v is not None and (p := entry_problem(v))}
-        if problems:
-            self.inner.mdelete(list(problems))
-            self._warn(next(iter(problems.items())))
-        return [None if k in problems else v for k, v in zip(keys, values, strict=True)]
+    def _path(self, key: str) -> Path:
+        return self.root / key
 
-    def _warn(self, first: tuple[str, str]) -> None:
+    def _read(self, key: str) -> bytes | None:
+        path = self._path(key)
+        try:
+            entry = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            return self._bad(path, f"cannot be read: {error.strerror}")
+        problem = entry_problem(entry)
+        return entry if problem is None else self._bad(path, problem)
+
+    def _bad(self, path: Path, problem: str) -> None:
+        with contextlib.suppress(OSError):
+            path.unlink()
         if not self.warned:
             self.warned = True
             log.warning(
                 "embedding cache entry %s in %s (PSTUTS_EMBEDDING_CACHE_DIR) is damaged (%s): embedding it again "
                 "(further damaged entries are replaced without a word)",
-                first[0],
+                path.name,
                 self.root,
-                first[1],
+                problem,
             )
 
+    def mget(self, keys: Sequence[str]) -> list[bytes | None]:
+        return [self._read(key) for key in keys]
+
     def mset(self, key_value_pairs: Sequence[tuple[str, bytes]]) -> None:
-        self.inner.mset(key_value_pairs)
+        self.root.mkdir(parents=True, exist_ok=True)
+        for key, value in key_value_pairs:
+            fd, temporary = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as file:
+                    file.write(value)
+                os.replace(temporary, self._path(key))
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
 
     def mdelete(self, keys: Sequence[str]) -> None:
-        self.inner.mdelete(keys)
+        for key in keys:
+            with contextlib.suppress(FileNotFoundError):
+                self._path(key).unlink()
 
     def yield_keys(self, *, prefix: str | None = None) -> Iterator[str]:
-        yield from self.inner.yield_keys(prefix=prefix)
+        for path in self.root.iterdir() if self.root.is_dir() else ():
+            if not path.name.startswith(".tmp-") and path.name.startswith(prefix or ""):
+                yield path.name
 
 
 @functools.cache
 def _cache_store(cache_dir: Path) -> MemoizedByteStore:
-    return MemoizedByteStore(CheckedStore(cache_dir))
+    return MemoizedByteStore(CheckedFileStore(cache_dir))
 
 
 def _cache_key(namespace: str, text: str) -> str:
