@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pstuts_pipeline.settings import SourceSettings, source_limits
 from pstuts_pipeline.sources.model import (
     FileErrors,
     InputError,
@@ -18,7 +19,7 @@ from pstuts_pipeline.sources.model import (
     summarize,
     utf8_text,
 )
-from pstuts_pipeline.sources.pstuts_record import Limits, OversizedNumber, json_type, validate_record
+from pstuts_pipeline.sources.pstuts_record import OversizedNumber, json_type, validate_record
 from pstuts_pipeline.sources.reading import UnreadableFile, read_source_bytes
 
 # Enough of a broken file's text to tell which videos it holds and where it breaks.
@@ -88,9 +89,9 @@ def raw_phrases(transcripts: list[dict[str, Any]]) -> tuple[RawPhrase, ...]:
     return tuple(RawPhrase(p["sent_id"], p["sent"], p["begin"], p["end"]) for p in transcripts)
 
 
-def video_of(record: Any, file: str, index: int = 0, limits: Limits | None = None) -> SourceVideo:
+def video_of(record: Any, file: str, index: int = 0, limits: SourceSettings | None = None) -> SourceVideo:
     """A record as a typed video; its hash stays that of the record, so stored videos are not redone."""
-    video = validate_record(record, file, index, limits or Limits.from_settings())
+    video = validate_record(record, file, index, limits or source_limits())
     try:
         hashed = content_hash(record)
     except UnicodeEncodeError:
@@ -128,7 +129,7 @@ def read_pstuts_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
         return [], summarize(file, unreadable_file_errors(file, data.decode("utf-8", errors="replace"), 0, problem))
     videos: list[SourceVideo] = []
     rejected = FileErrors(file)
-    limits = Limits.from_settings()
+    limits = source_limits()  # read once per file, not once per record
     for index, record in enumerate(records):
         try:
             videos.append(video_of(record, file, index, limits))

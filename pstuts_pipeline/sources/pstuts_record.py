@@ -20,7 +20,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from pstuts_pipeline.settings import max_field_chars, max_phrase_chars, max_phrases_per_video
+from pstuts_pipeline.settings import SourceSettings
 from pstuts_pipeline.sources.model import (
     MAX_ID,
     InputError,
@@ -106,24 +106,11 @@ def nesting_depth(value: Any, limit: int) -> int:
     return depth
 
 
-@dataclass(frozen=True)
-class Limits:
-    """The sizes a record may reach, read from the settings once per file."""
-
-    field_chars: int
-    phrase_chars: int
-    phrases: int
-
-    @classmethod
-    def from_settings(cls) -> Limits:
-        return cls(max_field_chars(), max_phrase_chars(), max_phrases_per_video())
-
-
 @dataclass
 class RecordContext:
     """What validating one record needs beyond its own fields (the validators' `info.context`)."""
 
-    limits: Limits
+    limits: SourceSettings
     sent_ids: set[int] = field(default_factory=set)
 
 
@@ -144,11 +131,11 @@ def _text(value: Any, limit: int, variable: str) -> str:
 
 
 def _field_text(value: Any, info: ValidationInfo) -> str:
-    return _text(value, _context(info).limits.field_chars, "PSTUTS_MAX_FIELD_CHARS")
+    return _text(value, _context(info).limits.max_field_chars, "PSTUTS_MAX_FIELD_CHARS")
 
 
 def _phrase_text(value: Any, info: ValidationInfo) -> str:
-    return _text(value, _context(info).limits.phrase_chars, "PSTUTS_MAX_PHRASE_CHARS")
+    return _text(value, _context(info).limits.max_phrase_chars, "PSTUTS_MAX_PHRASE_CHARS")
 
 
 def _phrase_id(value: Any, info: ValidationInfo) -> int:
@@ -186,7 +173,7 @@ def _seconds(value: Any) -> float | None:
 def _bounded(items: Any, info: ValidationInfo, expected: str, noun: str) -> list[Any]:
     if not isinstance(items, list):
         _refuse(_problem(items, expected))
-    limit = _context(info).limits.phrases
+    limit = _context(info).limits.max_phrases_per_video
     if len(items) > limit:
         _refuse(f"holds {len(items):,} {noun}, over the limit of {limit:,} (PSTUTS_MAX_PHRASES_PER_VIDEO)")
     return items
@@ -282,7 +269,7 @@ def _input_error(error: ErrorDetails, record: Any, file: str, index: int) -> Inp
     return InputError(file, message, record["video_id"], _field_path(error["loc"]))
 
 
-def validate_record(record: Any, file: str, index: int, limits: Limits) -> VideoRecord:
+def validate_record(record: Any, file: str, index: int, limits: SourceSettings) -> VideoRecord:
     """One record as a typed video, or an InputError naming the file, the record or video, and the field."""
     try:
         return VideoRecord.model_validate(record, context=RecordContext(limits))
