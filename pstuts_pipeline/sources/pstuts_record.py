@@ -233,7 +233,7 @@ class VideoRecord(BaseModel):
     def _identified_and_shallow(cls, record: Any) -> Any:
         """An object with an id, checked before any field so every later message can name the video."""
         if not isinstance(record, dict):
-            _refuse(f"is {json_type(record)}, not an object", "pstuts_record")
+            return record  # pydantic's own error; validate_record refuses it first, without pydantic's cost
         video_id = record.get("video_id", MISSING)
         if not isinstance(video_id, int) or isinstance(video_id, bool):
             _refuse(_problem(video_id, "an integer"), "pstuts_video_id")
@@ -258,8 +258,6 @@ def _field_path(loc: tuple[int | str, ...]) -> str | None:
 def _input_error(error: ErrorDetails, record: Any, file: str, index: int) -> InputError:
     """The first problem pydantic found, in the words and the place the reader of the file needs."""
     kind, message = error["type"], error["msg"]
-    if kind == "pstuts_record":
-        return InputError(file, f"record {index} {message}")
     if kind == "pstuts_video_id":
         return InputError(file, f"record {index}: 'video_id' {message}")
     if kind == "missing":
@@ -271,6 +269,8 @@ def _input_error(error: ErrorDetails, record: Any, file: str, index: int) -> Inp
 
 def validate_record(record: Any, file: str, index: int, limits: SourceSettings) -> VideoRecord:
     """One record as a typed video, or an InputError naming the file, the record or video, and the field."""
+    if not isinstance(record, dict):  # a file of 500,000 junk values must cost microseconds per value
+        raise InputError(file, f"record {index} is {json_type(record)}, not an object")
     try:
         return VideoRecord.model_validate(record, context=RecordContext(limits))
     except ValidationError as invalid:
