@@ -73,7 +73,7 @@ def test_each_asset_on_a_real_video(few_real_videos):
     context = lambda: dg.build_asset_context(partition_key=key, instance=instance)
 
     raw = raw_transcripts(context(), transcript_source=TranscriptSource(data_dir=str(folder)))
-    assert raw[key] == video_of(video, video["video_id"], str(folder / "dev_subset.json"))
+    assert raw[key] == video_of(video, str(folder / "dev_subset.json"))
     assert len(raw[key].content_hash) == 64
 
     phrases = phrase_documents(context(), raw_transcripts=raw)[key]
