@@ -19,7 +19,7 @@ from filelock import Timeout
 
 from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.defs.dagster_private import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from pstuts_pipeline.defs.instance import reclaim_dead_runs
+from pstuts_pipeline.defs.instance import REASON_TAG, TRIGGER_TAG, reclaim_dead_runs
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import (
     ChunkerResource,
@@ -167,8 +167,8 @@ def ingest_run_requests(
                 tags={
                     ASSET_PARTITION_RANGE_START_TAG: first,
                     ASSET_PARTITION_RANGE_END_TAG: last,
-                    "pstuts/trigger": trigger,
-                    "pstuts/reason": "; ".join(reasons)[:200],
+                    TRIGGER_TAG: trigger,
+                    REASON_TAG: "; ".join(reasons)[:200],
                     "pstuts/videos": str(len(keys)),
                 },
             )
@@ -184,7 +184,7 @@ def removal_run_request(result: Reconciliation, trigger: str, run_key: RunKey | 
         run_key=run_key("remove", result.removed) if run_key else None,
         job_name=REMOVE_JOB_NAME,
         run_config={"ops": {"delete_video_points": {"config": {"video_ids": [int(k) for k in result.removed]}}}},
-        tags={"pstuts/trigger": trigger, "pstuts/reason": REMOVED_REASON},
+        tags={TRIGGER_TAG: trigger, REASON_TAG: REMOVED_REASON},
     )
 
 
