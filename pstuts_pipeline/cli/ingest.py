@@ -14,7 +14,7 @@ from pstuts_pipeline.cli.report import IngestReport
 from pstuts_pipeline.cli.sqlite_sync import batched_sqlite_syncs
 from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.defs.executors import reconstructable_job, steps_run_in_run_process
-from pstuts_pipeline.defs.instance import PID_TAG, reclaim_dead_runs, this_process_tags
+from pstuts_pipeline.defs.instance import PID_TAG, instance_home, reclaim_dead_runs, this_process_tags
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.reconcile import (
     INGEST_JOB_NAME,
@@ -24,9 +24,9 @@ from pstuts_pipeline.defs.reconcile import (
     partition_order,
     run_requests,
 )
-from pstuts_pipeline.defs.resources import fields_of
 from pstuts_pipeline.redaction import redact
-from pstuts_pipeline.settings import max_videos_per_run
+from pstuts_pipeline.search import fingerprints
+from pstuts_pipeline.settings import source_limits
 from pstuts_pipeline.sources import Catalog, source_files
 from pstuts_pipeline.sources.reconciliation import reconcile, reconcile_folder
 
@@ -266,7 +266,7 @@ def ingest(
         defs.resources["chunker"],
         defs.resources["qdrant"],
     )
-    home = None if instance.is_ephemeral else Path(instance.root_directory)
+    home = instance_home(instance)
     reclaimed = reclaim_dead_runs(instance)
     on_progress(0, None, f"checking the data folder against {qdrant.collection}")
     view = observe_store(qdrant, home)
@@ -279,7 +279,7 @@ def ingest(
     report = IngestReport(result, reclaimed=reclaimed, dagster_home=str(instance.root_directory))
     if result.to_ingest and steps_run_in_run_process(defs.resolve_job_def(INGEST_JOB_NAME).executor_def):
         embeddings.preload()  # overlaps the run's start and first steps (which run here)
-    requests = list(run_requests(result, order, max_videos_per_run(), trigger="cli"))
+    requests = list(run_requests(result, order, source_limits().max_videos_per_run, trigger="cli"))
     steps = [step_count(defs.resolve_job_def(r.job_name)) for r in requests]
     videos = [int(r.tags.get("pstuts/videos", 0)) for r in requests]
     for number, request in enumerate(requests):
@@ -312,7 +312,7 @@ def ingest(
         fingerprint_of = fingerprint_function(embeddings, chunker)
         clean = not only and not catalog.errors and not reconcile(catalog, view.stored, fingerprint_of).has_work
         clean = clean and ledgers.stamps(source_files(source.path())) == sources
-        settings = ledgers.settings_key(fields_of(defs.resources)) if clean else ""
+        settings = fingerprints.settings_key(source.path(), fingerprint_of) if clean else ""
         keep_in_ledger(qdrant, home, view, *observe_partitions(instance), clean and sources or None, settings)
     report.points_in_collection = view.points
     report.seconds = round(time.perf_counter() - started, 2)

@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from pstuts_pipeline.settings import dagster_home
+from pstuts_pipeline.settings import paths
 
 # The settings `pstuts ingest` and `pstuts dev` (`make dev`) write to a DAGSTER_HOME that has no dagster.yaml yet.
 DEFAULT_INSTANCE_YAML = (Path(__file__).with_name("dagster.yaml")).read_text()
@@ -30,12 +30,17 @@ UNFINISHED = [
 
 def prepare_home(home: Path | None = None) -> Path:
     """A DAGSTER_HOME with the project's instance settings, written only where no dagster.yaml exists yet."""
-    home = home or dagster_home()
+    home = home or paths().dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
         config.write_text(DEFAULT_INSTANCE_YAML)
     return home
+
+
+def instance_home(instance: dg.DagsterInstance) -> Path | None:
+    """The instance's folder, where the ledger and the source holdings live; None for an ephemeral instance."""
+    return None if instance.is_ephemeral else Path(instance.root_directory)
 
 
 def instance_for_cli() -> dg.DagsterInstance:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from pathlib import Path
 
-from pstuts_pipeline.settings import allow_links_outside
+from pstuts_pipeline import settings
 from pstuts_pipeline.sources.captions import CAPTION_SUFFIXES, read_caption_file
 from pstuts_pipeline.sources.model import (
     VIDEO_FIELDS,
@@ -131,18 +132,21 @@ def duplicate_errors(found: list[SourceVideo]) -> list[InputError]:
     return errors
 
 
-def load_catalog(paths: list[Path] | Path, settle_s: float = 0.0) -> Catalog:
+def load_catalog(paths: list[Path] | Path, settle_s: float = 0.0, only: Collection[str] | None = None) -> Catalog:
     """Load every source file of a folder (or the given files); a video id found twice is refused everywhere.
 
     In a folder, a file that is a link out of it is refused unread (unless PSTUTS_ALLOW_LINKS_OUTSIDE=1), and one
     written less than `settle_s` ago is not read yet; both hold back the videos it held before (see `holdings`).
+    `only` reads just those files of the folder (a run's own videos' files), with the same checks.
     """
     catalog = Catalog()
     if isinstance(paths, Path) and not paths.is_dir():
         # An unmounted or mistyped folder must not look like a folder whose videos were all deleted.
         catalog.errors.append(InputError(str(paths), "is not a folder: no transcripts can be read from it"))
-    root = paths.resolve() if isinstance(paths, Path) and not allow_links_outside() else None
+    root = paths.resolve() if isinstance(paths, Path) and not settings.source_limits().allow_links_outside else None
     files = source_files(paths) if isinstance(paths, Path) else list(paths)
+    if only is not None:
+        files = [path for path in files if str(path) in only]
     found: list[SourceVideo] = []
     now = time.time()
     for path in files:
