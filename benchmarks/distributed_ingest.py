@@ -7,7 +7,7 @@ Run from the checkout:  .venv/bin/python -m benchmarks.distributed_ingest [--rou
 Each round runs the three modes one after another, each from nothing (a fresh storage folder: an empty Qdrant,
 embedding cache and ONNX export). In-process: `pstuts ingest` under `taskset -c <first core>` with one thread
 (OMP/MKL/OpenBLAS at 1; ONNX Runtime takes the process's affinity), the project's default run size (one run).
-Celery: a fresh cluster (pstuts_pipeline_tests/cluster.py: Redis, PostgreSQL, N `dagster-celery worker` with one
+Celery: a fresh cluster (pstuts_pipeline_tests/support/cluster.py: Redis, PostgreSQL, N `dagster-celery worker` with one
 pool process each, worker i under `taskset -c <core i>` with one thread), then `pstuts ingest` with
 PSTUTS_EXECUTOR=celery and PSTUTS_MAX_VIDEOS_PER_RUN=--videos-per-run, so the ingest is several runs executed at once.
 The CLI, Redis and PostgreSQL are not pinned: on this 2-core machine they share the workers' cores (on real machines
@@ -24,17 +24,14 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import psutil
 
-from benchmarks.ingest_speed import Run, Workspace, load, pstuts_command, run_child
-from benchmarks.pstuts_vqa import PSTUTS_DIR
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR
+from pstuts_pipeline_tests.support.workspace import Run, Workspace, load, pstuts_command, run_child
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "pstuts_pipeline_tests"))
 VIDEOS = 65
 # A server no process here can start: Qdrant is not on PyPI, npm or Debian (docs/operations-distributed.md).
 NO_SERVER = "skipped: no Qdrant server is reachable (QDRANT_URL unset; none can be installed on this machine)"
@@ -126,7 +123,7 @@ def where_time_went(home: Path, env: dict[str, str]) -> dict[str, float]:
 
 def measure_celery(files: list[Path], workers: int, videos_per_run: int, settings: dict[str, str]) -> dict:
     """A fresh cluster with `workers` pinned workers, then `pstuts ingest` on it: one row per process."""
-    from cluster import celery_cluster
+    from pstuts_pipeline_tests.support.cluster import celery_cluster
 
     name = f"celery_{workers}w" + ("_server" if "QDRANT_URL" in settings else "")
     settings = {"PSTUTS_MAX_VIDEOS_PER_RUN": str(videos_per_run), "PSTUTS_ALLOW_LINKS_OUTSIDE": "1", **settings}
@@ -150,7 +147,7 @@ def measure_celery(files: list[Path], workers: int, videos_per_run: int, setting
 
 def measure_in_process(files: list[Path], root: Path) -> dict:
     """`pstuts ingest` in one process on one core, one thread."""
-    from cluster import ONE_THREAD
+    from pstuts_pipeline_tests.support.cluster import ONE_THREAD
 
     space = Workspace(root, "in_process")
     space.link(files)
