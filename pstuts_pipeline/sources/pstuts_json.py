@@ -120,12 +120,12 @@ def validate_record(record: Any, file: str, index: int) -> int:
     video_id = record.get("video_id", MISSING)
     if not isinstance(video_id, int) or isinstance(video_id, bool):
         raise InputError(file, f"record {index}: 'video_id' {_problem(video_id, 'an integer')}")
-    if id_problem(video_id):
-        raise InputError(file, f"record {index}: 'video_id' {id_problem(video_id)}")
+    if problem := id_problem(video_id):
+        raise InputError(file, f"record {index}: 'video_id' {problem}")
     try:
         depth = nesting_depth(record, MAX_RECORD_DEPTH)
-    except ValueError as problem:
-        raise InputError(file, str(problem), video_id) from None
+    except ValueError as error:
+        raise InputError(file, str(error), video_id) from None
     if depth > MAX_RECORD_DEPTH:
         # Deeper values would exhaust Python's stack wherever the record is hashed, stored or shown.
         raise InputError(file, f"nests lists or objects more than {MAX_RECORD_DEPTH} levels deep", video_id)
@@ -137,8 +137,8 @@ def validate_record(record: Any, file: str, index: int) -> int:
         if name in record and not isinstance(record[name], str):
             raise InputError(file, _problem(record[name], "a string"), video_id, name)
     for name in (*REQUIRED_TEXT_FIELDS, *OPTIONAL_TEXT_FIELDS):
-        if name in record and length_problem(record[name], field_limit, "PSTUTS_MAX_FIELD_CHARS"):
-            raise InputError(file, length_problem(record[name], field_limit, "PSTUTS_MAX_FIELD_CHARS"), video_id, name)
+        if name in record and (problem := length_problem(record[name], field_limit, "PSTUTS_MAX_FIELD_CHARS")):
+            raise InputError(file, problem, video_id, name)
     phrases = record.get("transcripts", MISSING)
     if not isinstance(phrases, list):
         raise InputError(file, _problem(phrases, "a list of phrases"), video_id, "transcripts")
@@ -159,23 +159,22 @@ def validate_record(record: Any, file: str, index: int) -> int:
         sent_id = phrase.get("sent_id", MISSING)
         if not isinstance(sent_id, int) or isinstance(sent_id, bool):
             raise InputError(file, _problem(sent_id, "an integer"), video_id, f"{where}.sent_id")
-        if id_problem(sent_id):
-            raise InputError(file, id_problem(sent_id), video_id, f"{where}.sent_id")
+        if problem := id_problem(sent_id):
+            raise InputError(file, problem, video_id, f"{where}.sent_id")
         if sent_id in seen_ids:
             raise InputError(file, f"{sent_id} appears twice", video_id, f"{where}.sent_id")
         seen_ids.add(sent_id)
         if not isinstance(phrase.get("sent"), str):
             raise InputError(file, _problem(phrase.get("sent", MISSING), "a string"), video_id, f"{where}.sent")
-        if length_problem(phrase["sent"], phrase_limit, "PSTUTS_MAX_PHRASE_CHARS"):
-            problem = length_problem(phrase["sent"], phrase_limit, "PSTUTS_MAX_PHRASE_CHARS")
+        if problem := length_problem(phrase["sent"], phrase_limit, "PSTUTS_MAX_PHRASE_CHARS"):
             raise InputError(file, problem, video_id, f"{where}.sent")
         for key in ("begin", "end"):
             # null is how the source marks an unknown time; a missing key is a broken record.
             value = phrase.get(key, MISSING)
             if value is MISSING or not _is_time(value):
                 raise InputError(file, _problem(value, "a number of seconds or null"), video_id, f"{where}.{key}")
-            if value is not None and seconds_problem(value):
-                raise InputError(file, seconds_problem(value), video_id, f"{where}.{key}")
+            if value is not None and (problem := seconds_problem(value)):
+                raise InputError(file, problem, video_id, f"{where}.{key}")
     if not any(normalize_text(p["sent"]) for p in phrases):
         raise InputError(file, "holds only empty phrases", video_id, "transcripts")
     qa = record.get("qa", [])
@@ -199,8 +198,7 @@ def validate_record(record: Any, file: str, index: int) -> int:
         for key in ("q", "a"):
             if not isinstance(pair.get(key), str):
                 raise InputError(file, _problem(pair.get(key, MISSING), "a string"), video_id, f"{where}.{key}")
-            if length_problem(pair[key], phrase_limit, "PSTUTS_MAX_PHRASE_CHARS"):
-                problem = length_problem(pair[key], phrase_limit, "PSTUTS_MAX_PHRASE_CHARS")
+            if problem := length_problem(pair[key], phrase_limit, "PSTUTS_MAX_PHRASE_CHARS"):
                 raise InputError(file, problem, video_id, f"{where}.{key}")
     return video_id
 
