@@ -15,7 +15,7 @@ from pstuts_pipeline.cli.sqlite_sync import batched_sqlite_syncs
 from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.defs.executors import reconstructable_job, steps_run_in_run_process
 from pstuts_pipeline.defs.instance import PID_TAG, reclaim_dead_runs, this_process_tags
-from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
 from pstuts_pipeline.defs.reconcile import (
     INGEST_JOB_NAME,
     fingerprint_function,
@@ -45,12 +45,12 @@ INTERRUPTED_STATE = (
 
 def register_partitions(instance: dg.DagsterInstance, catalog: Catalog) -> list[str]:
     """Add the catalog's new videos as partitions (in id order, so a first ingest is one range); the key order."""
-    order, new = partition_order(instance.get_dynamic_partitions(video_partitions.name), catalog)
+    order, new = partition_order(instance.get_dynamic_partitions(VIDEO_PARTITIONS), catalog)
     if new:
         try:
-            instance.add_dynamic_partitions(video_partitions.name, new)
+            instance.add_dynamic_partitions(VIDEO_PARTITIONS, new)
         except Exception:  # another ingest registered them first (a UNIQUE constraint): fine if they are all there
-            if set(new) - set(instance.get_dynamic_partitions(video_partitions.name)):
+            if set(new) - set(instance.get_dynamic_partitions(VIDEO_PARTITIONS)):
                 raise
     return order
 
@@ -245,7 +245,7 @@ def observe_partitions(instance: dg.DagsterInstance) -> tuple[list[str], dict[st
     """The registered partitions, with the stamps of the instance files they came from if nobody wrote meanwhile."""
     watched = None if instance.is_ephemeral else ledgers.dagster_partition_files(Path(instance.root_directory))
     before = ledgers.stamps(watched) if watched else None
-    partitions = list(instance.get_dynamic_partitions(video_partitions.name))
+    partitions = list(instance.get_dynamic_partitions(VIDEO_PARTITIONS))
     after = ledgers.stamps(watched) if watched else None
     return partitions, after if after == before else None
 

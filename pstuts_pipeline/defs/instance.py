@@ -59,7 +59,7 @@ def this_process_tags() -> dict[str, str]:
     return {PID_TAG: str(pid), HOST_TAG: socket.gethostname(), STARTED_TAG: process_start_time(pid) or ""}
 
 
-def record_run_process(context: dg.OpExecutionContext) -> None:
+def record_run_process(context: dg.OpExecutionContext | dg.AssetExecutionContext) -> None:
     """Tag the run with the process executing it (the run worker, or `pstuts ingest` itself).
 
     Only a step that runs in the run's own process can say which process that is: a step on a Celery worker would

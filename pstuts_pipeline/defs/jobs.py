@@ -4,7 +4,7 @@ import dagster as dg
 
 from pstuts_pipeline.defs.assets import ingestion_assets
 from pstuts_pipeline.defs.instance import record_run_process
-from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
 from pstuts_pipeline.defs.reconcile import INGEST_JOB_NAME, REMOVE_JOB_NAME
 from pstuts_pipeline.defs.resources import QdrantResource
 from pstuts_pipeline.search import vectorstore
@@ -26,7 +26,7 @@ class RemovedVideosConfig(dg.Config):
 def delete_video_points(context: dg.OpExecutionContext, config: RemovedVideosConfig, qdrant: QdrantResource) -> None:
     """Delete the points and the partitions of videos that are no longer in the data folder."""
     record_run_process(context)
-    known = set(context.instance.get_dynamic_partitions(video_partitions.name))
+    known = set(context.instance.get_dynamic_partitions(VIDEO_PARTITIONS))
     removed: dict[int, int] = {}
     with qdrant.get_store() as store:
         for video_id in config.video_ids:
@@ -46,7 +46,7 @@ def delete_video_points(context: dg.OpExecutionContext, config: RemovedVideosCon
     )
     for video_id in config.video_ids:
         if str(video_id) in known:
-            context.instance.delete_dynamic_partition(video_partitions.name, str(video_id))
+            context.instance.delete_dynamic_partition(VIDEO_PARTITIONS, str(video_id))
 
 
 @dg.job(

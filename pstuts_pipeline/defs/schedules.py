@@ -7,13 +7,15 @@ A Dagster schedule launches one job, so the policy's two kinds of run are two sc
 import dagster as dg
 
 from pstuts_pipeline.defs.jobs import ingest_videos_job, remove_videos_job
-from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
 from pstuts_pipeline.defs.reconcile import plan_tick
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
 from pstuts_pipeline.settings import DEFAULT_CRON, DEFAULT_TIMEZONE, reingest_all
 
 
-def build_reconcile_schedule(name: str, job: dg.JobDefinition, cron: str, timezone: str) -> dg.ScheduleDefinition:
+def build_reconcile_schedule(
+    name: str, job: dg.JobDefinition | dg.UnresolvedAssetJobDefinition, cron: str, timezone: str
+) -> dg.ScheduleDefinition:
     """A schedule that reconciles the folder with Qdrant and requests the runs of its one job."""
 
     @dg.schedule(
@@ -45,7 +47,7 @@ def build_reconcile_schedule(name: str, job: dg.JobDefinition, cron: str, timezo
         for line in plan.warnings:
             context.log.warning(line)
         if plan.new_partitions:  # a schedule cannot return partition requests: register them directly
-            context.instance.add_dynamic_partitions(video_partitions.name, plan.new_partitions)
+            context.instance.add_dynamic_partitions(VIDEO_PARTITIONS, plan.new_partitions)
         mine = [r for r in plan.run_requests if r.job_name == job.name]
         return mine or dg.SkipReason(plan.skip_reason or f"nothing for {job.name} to do")
 

@@ -7,7 +7,7 @@ import dagster as dg
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking.chunker import TimedChunk
-from pstuts_pipeline.defs.assets.chunks import INGESTION_GROUP, SINGLE_RUN, TRANSIENT_RETRY, report_partitions
+from pstuts_pipeline.defs.assets.chunks import INGESTION_GROUP, SINGLE_RUN, TRANSIENT_RETRY, Metadata, report_partitions
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource, fingerprint_function
 from pstuts_pipeline.search import context as chunk_context
@@ -56,7 +56,8 @@ def qdrant_collection(
     unique = list(dict.fromkeys(texts))
     vectors = dict(zip(unique, model.embed_documents(unique), strict=True))
     embedded_at = time.perf_counter()
-    per_video: dict[str, dict[str, object]] = {}
+    per_video: dict[str, dict[str, Metadata]] = {}
+    written = deleted = 0
     with qdrant.get_store() as store:
         vectorstore.ensure_collection(store, len(next(iter(vectors.values()))), embeddings.model_id)
         video_ids = [raw_transcripts[key].video_id for key in chunks]
@@ -77,6 +78,7 @@ def qdrant_collection(
             )
             before = {str(p.id) for p in existing[video.video_id]}
             stale = vectorstore.replace_video_points(store, video.video_id, points, before)
+            written, deleted = written + len(points), deleted + stale
             per_video[key] = {
                 "video_id": video.video_id,
                 "title": info.title,
@@ -93,8 +95,8 @@ def qdrant_collection(
         context,
         per_video,
         {
-            "points_written": sum(int(m["points_written"]) for m in per_video.values()),
-            "stale_points_deleted": sum(int(m["stale_points_deleted"]) for m in per_video.values()),
+            "points_written": written,
+            "stale_points_deleted": deleted,
             "collection_points": total_points,
             "texts_embedded": counter.texts_embedded,
             "texts_from_cache": len(vectors) - counter.texts_embedded,
