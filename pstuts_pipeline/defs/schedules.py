@@ -13,14 +13,12 @@ from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, 
 from pstuts_pipeline.settings import DEFAULT_CRON, DEFAULT_TIMEZONE, reingest_all
 
 
-def build_reconcile_schedule(
-    name: str, job: dg.JobDefinition | dg.UnresolvedAssetJobDefinition, cron: str, timezone: str
-) -> dg.ScheduleDefinition:
+def build_reconcile_schedule(name: str, job_name: str, cron: str, timezone: str) -> dg.ScheduleDefinition:
     """A schedule that reconciles the folder with Qdrant and requests the runs of its one job."""
 
     @dg.schedule(
         name=name,
-        job=job,
+        job_name=job_name,
         cron_schedule=cron,
         execution_timezone=timezone,
         default_status=dg.DefaultScheduleStatus.STOPPED,
@@ -42,14 +40,14 @@ def build_reconcile_schedule(
             trigger="schedule",
             force=reingest_all(),
             salt=str(context.scheduled_execution_time),
-            busy_jobs={job.name},
+            busy_jobs={job_name},
         )
         for line in plan.warnings:
             context.log.warning(line)
         if plan.new_partitions:  # a schedule cannot return partition requests: register them directly
             context.instance.add_dynamic_partitions(VIDEO_PARTITIONS, plan.new_partitions)
-        mine = [r for r in plan.run_requests if r.job_name == job.name]
-        return mine or dg.SkipReason(plan.skip_reason or f"nothing for {job.name} to do")
+        mine = [r for r in plan.run_requests if r.job_name == job_name]
+        return mine or dg.SkipReason(plan.skip_reason or f"nothing for {job_name} to do")
 
     return reconcile_on_schedule
 
@@ -57,6 +55,6 @@ def build_reconcile_schedule(
 def build_schedules(cron: str = DEFAULT_CRON, timezone: str = DEFAULT_TIMEZONE) -> list[dg.ScheduleDefinition]:
     """The nightly schedules, for a cron and timezone that `definitions.py` reads from the environment."""
     return [
-        build_reconcile_schedule("nightly_reingest", ingest_videos_job, cron, timezone),
-        build_reconcile_schedule("nightly_removal", remove_videos_job, cron, timezone),
+        build_reconcile_schedule("nightly_reingest", ingest_videos_job.name, cron, timezone),
+        build_reconcile_schedule("nightly_removal", remove_videos_job.name, cron, timezone),
     ]
