@@ -5,8 +5,10 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -107,13 +109,13 @@ def interruptible(
     video either as it was or as it is now, and re-ingests what does not match. While it waits, the main thread
     calls `on_tick` about once a second.
     """
-    outcome: dict[str, object] = {}
+    outcome: Future[RunResult] = Future()
 
     def target() -> None:
         try:
-            outcome["result"] = work()
+            outcome.set_result(work())
         except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
-            outcome["error"] = exc
+            outcome.set_exception(exc)
 
     def stop(signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
@@ -134,9 +136,14 @@ def interruptible(
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["result"]  # type: ignore[return-value]
+    return outcome.result()  # the worker has ended: its result, or its exception raised here
+
+
+def job_name_of(request: dg.RunRequest) -> str:
+    """The job a reconcile run request names (every one of ours names its job)."""
+    if request.job_name is None:
+        raise ValueError(f"run request {request.run_key!r} names no job")
+    return request.job_name
 
 
 def execute_request(
@@ -151,11 +158,11 @@ def execute_request(
     `execute_in_process` always runs steps in-process, whatever executor the job has, so a job whose steps run
     elsewhere (Celery) is executed through its code pointer instead (its steps are not followed).
     """
-    job = defs.resolve_job_def(request.job_name)
+    job = defs.resolve_job_def(job_name_of(request))
     tags = {**request.tags, **this_process_tags()}
     run_config = {**request.run_config, **QUIET_LOGS}
     if not steps_run_in_run_process(job.executor_def):
-        return interruptible(instance, lambda: execute_elsewhere(instance, request.job_name, tags, run_config))
+        return interruptible(instance, lambda: execute_elsewhere(instance, job.name, tags, run_config))
     run_id = str(uuid.uuid4())
     ended = EndedSteps(instance, run_id)
     with batched_sqlite_syncs():
@@ -238,7 +245,8 @@ def add_run_figures(report: IngestReport, instance: dg.DagsterInstance, result: 
     if result.job_def.name == INGEST_JOB_NAME:
         # Each partition of the range carries its own video's count.
         events = result.asset_materializations_for_node("timestamped_chunks")
-        report.chunks += sum(int(e.metadata["chunks"].value) for e in events if "chunks" in e.metadata)
+        counts = (e.metadata["chunks"].value for e in events if "chunks" in e.metadata)
+        report.chunks += sum(count for count in counts if isinstance(count, int))
 
 
 def observe_partitions(instance: dg.DagsterInstance) -> tuple[list[str], dict[str, ledgers.Stamp] | None]:
@@ -260,11 +268,12 @@ def ingest(
 ) -> IngestReport:
     """Reconcile the data folder with Qdrant, then execute the removal run and the ingest runs it asks for."""
     started = time.perf_counter()
+    resources: Mapping[str, Any] = defs.resources or {}
     source, embeddings, chunker, qdrant = (
-        defs.resources["transcript_source"],
-        defs.resources["embeddings"],
-        defs.resources["chunker"],
-        defs.resources["qdrant"],
+        resources["transcript_source"],
+        resources["embeddings"],
+        resources["chunker"],
+        resources["qdrant"],
     )
     home = None if instance.is_ephemeral else Path(instance.root_directory)
     reclaimed = reclaim_dead_runs(instance)
@@ -280,7 +289,7 @@ def ingest(
     if result.to_ingest and steps_run_in_run_process(defs.resolve_job_def(INGEST_JOB_NAME).executor_def):
         embeddings.preload()  # overlaps the run's start and first steps (which run here)
     requests = list(run_requests(result, order, max_videos_per_run(), trigger="cli"))
-    steps = [step_count(defs.resolve_job_def(r.job_name)) for r in requests]
+    steps = [step_count(defs.resolve_job_def(job_name_of(r))) for r in requests]
     videos = [int(r.tags.get("pstuts/videos", 0)) for r in requests]
     for number, request in enumerate(requests):
         done = f"{sum(videos[:number])}/{sum(videos)} videos done"
@@ -312,7 +321,7 @@ def ingest(
         fingerprint_of = fingerprint_function(embeddings, chunker)
         clean = not only and not catalog.errors and not reconcile(catalog, view.stored, fingerprint_of).has_work
         clean = clean and ledgers.stamps(source_files(source.path())) == sources
-        settings = ledgers.settings_key(fields_of(defs.resources)) if clean else ""
+        settings = ledgers.settings_key(fields_of(resources)) if clean else ""
         keep_in_ledger(qdrant, home, view, *observe_partitions(instance), clean and sources or None, settings)
     report.points_in_collection = view.points
     report.seconds = round(time.perf_counter() - started, 2)
