@@ -8,7 +8,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypedDict, cast
 
 import typer
 from rich.console import Console
@@ -20,7 +20,16 @@ from pstuts_pipeline.text_safety import printable, safe_link
 
 if TYPE_CHECKING:
     import dagster as dg
+    from rich.console import JustifyMethod
 
+    from pstuts_pipeline.defs.resources import (
+        ChatModelResource,
+        ChunkerResource,
+        EmbeddingsResource,
+        QdrantResource,
+        RerankerResource,
+        TranscriptSource,
+    )
     from pstuts_pipeline.search.store import Store
 
 app = typer.Typer(
@@ -37,7 +46,8 @@ def _flag_without_type(self: typer.core.TyperOption, ctx: "typer.Context") -> st
     return None if self.is_flag else _option_type(self, ctx)
 
 
-typer.core.TyperOption.display_type_rich = _flag_without_type
+# A patch of typer's method (its ctx is typer's vendored click Context); the CLI split removes it (issue 37 item 3).
+typer.core.TyperOption.display_type_rich = _flag_without_type  # type: ignore[method-assign,assignment]
 
 
 TrainFiles = Annotated[list[Path], typer.Option("--train", help="PsTuts-VQA-format file to train on (repeatable).")]
@@ -67,7 +77,13 @@ def options(
         logging.getLogger("sentence_transformers").setLevel(logging.ERROR)
 
 
-def _training_files(train: list[Path], dev: list[Path], out: Path | None) -> dict[str, object]:
+class TrainingFiles(TypedDict):
+    train_files: list[str]
+    dev_files: list[str]
+    out_dir: str
+
+
+def _training_files(train: list[Path], dev: list[Path], out: Path | None) -> TrainingFiles:
     """The files and output folder of a training command, as the training assets' config takes them."""
     return {
         "train_files": [str(f.resolve()) for f in train],
@@ -84,14 +100,25 @@ def _definitions() -> "dg.Definitions":
     return build_definitions()
 
 
-def _resources() -> "dict[str, dg.ConfigurableResource]":
+class Resources(TypedDict):
+    """What `resources_from_env` builds, by name (it types them all as dg.ConfigurableResource)."""
+
+    transcript_source: "TranscriptSource"
+    embeddings: "EmbeddingsResource"
+    reranker: "RerankerResource"
+    chunker: "ChunkerResource"
+    qdrant: "QdrantResource"
+    chat_model: "ChatModelResource"
+
+
+def _resources() -> Resources:
     """The resources the environment configures, for commands that read or search and run no job.
 
     Not the whole code location: a setting only the sensor, the schedules or the runs read must not stop a search.
     """
     from pstuts_pipeline.defs.resources import resources_from_env
 
-    return resources_from_env()
+    return cast(Resources, resources_from_env())
 
 
 @app.command()
@@ -255,7 +282,7 @@ def tune_reranker(
     threads: Threads = ALL_CORES,
 ) -> None:
     """Train the cross-encoder reranker on the training files' questions (the `reranker` asset); print its folder."""
-    from pstuts_pipeline.defs.assets.reranker import RerankerConfig, materialize_reranker
+    from pstuts_pipeline.defs.assets.reranker import DEFAULTS, RerankerConfig, materialize_reranker
     from pstuts_pipeline.defs.instance import instance_for_cli
 
     config = RerankerConfig(
@@ -265,7 +292,7 @@ def tune_reranker(
         learning_rate=learning_rate,
         eval_steps=eval_steps,
         threads=threads,
-        **({} if max_steps is None else {"max_steps": max_steps}),
+        max_steps=DEFAULTS.max_steps if max_steps is None else max_steps,
     )
     _print_trained(
         materialize_reranker(instance_for_cli(), config),
@@ -382,10 +409,13 @@ def search(
     """Find the chunks, and the moments inside them, that answer a question, each with how likely it holds the answer."""
     from pstuts_pipeline.search import confidence, retrieval
 
-    if (question is None) == (questions is None):
+    if question is not None and questions is None:
+        asked = [question]
+    elif questions is not None and question is None:
+        asked = [q.strip() for q in questions.read_text().splitlines() if q.strip()]
+    else:
         console.print("give either a QUESTION or --questions FILE")
         raise typer.Exit(2)
-    asked = [question] if question is not None else [q.strip() for q in questions.read_text().splitlines() if q.strip()]
     if not asked:
         console.print(f"{escape(printable(str(questions)))} holds no question", soft_wrap=True)
         raise typer.Exit(2)
@@ -439,7 +469,13 @@ def videos(
         print(json.dumps({"collection": qdrant.collection, "videos": rows}), flush=True)
         return
     table = Table(title=f"{len(rows)} videos in {escape(printable(repr(qdrant.collection)))}")
-    for name, justify in [("video", "right"), ("title", "left"), ("chunks", "right"), ("points", "right")]:
+    columns: list[tuple[str, JustifyMethod]] = [
+        ("video", "right"),
+        ("title", "left"),
+        ("chunks", "right"),
+        ("points", "right"),
+    ]
+    for name, justify in columns:
         table.add_column(name, justify=justify)
     table.add_column("ingested (UTC)")
     table.add_column("file")
