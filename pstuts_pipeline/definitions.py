@@ -51,18 +51,16 @@ def build_definitions(
     resources = {**resources_from_env(), **(resources or {})}
     model_id = getattr(resources.get("embeddings"), "model_id", None)
     assets = with_embedder_version(ingestion_assets, model_id) if model_id else ingestion_assets
-    assets = with_run_size(assets, settings.max_videos_per_run())
+    operations = settings.load(settings.OperationsSettings)
+    assets = with_run_size(assets, settings.source_limits().max_videos_per_run)
     return dg.Definitions(
         assets=[*assets, *tuning_assets, *evaluation_assets],
         asset_checks=pipeline_checks,
         jobs=[ingest_videos_job, remove_videos_job],
-        sensors=[build_folder_sensor(settings.sensor_interval_seconds())],
-        schedules=build_schedules(
-            settings.reingest_cron(),
-            settings.reingest_timezone(),
-        ),
+        sensors=[build_folder_sensor(operations.sensor_interval_s)],
+        schedules=build_schedules(operations.reingest_cron, operations.reingest_timezone),
         resources={
-            "io_manager": PartitionedJsonIOManager(base_path=settings.io_path()),
+            "io_manager": PartitionedJsonIOManager(base_path=settings.paths().io_path),
             **resources,
         },
         executor=executor or executor_from_settings(),

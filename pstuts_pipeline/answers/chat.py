@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from pstuts_pipeline.redaction import redact as redact_secrets
 from pstuts_pipeline.redaction import strip_credentials
+from pstuts_pipeline.settings import ChatSettings as ChatModelSettings
+from pstuts_pipeline.settings.base import default
 
 if TYPE_CHECKING:  # langchain-openai costs an import second; `pstuts ask` without a model never needs it
     from langchain_openai import ChatOpenAI
@@ -17,13 +19,24 @@ if TYPE_CHECKING:  # langchain-openai costs an import second; `pstuts ask` witho
 class ChatSettings:
     """Which chat model answers, where it is served and how long we wait for it; no model = extractive answers."""
 
-    model: str = ""
+    model: str = default(ChatModelSettings, "model")
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    timeout_s: float = 60.0
-    max_tokens: int = 120
-    json_schema: bool = True
+    timeout_s: float = default(ChatModelSettings, "timeout_s")
+    max_tokens: int = default(ChatModelSettings, "max_tokens")
+    json_schema: bool = default(ChatModelSettings, "json_schema")
     max_retries: int = 1
+
+    @classmethod
+    def from_settings(cls, settings: ChatModelSettings) -> ChatSettings:
+        return cls(
+            settings.model,
+            settings.base_url or None,
+            settings.api_key or None,
+            settings.timeout_s,
+            settings.max_tokens,
+            settings.json_schema,
+        )
 
     @property
     def enabled(self) -> bool:

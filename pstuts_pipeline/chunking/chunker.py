@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pstuts_pipeline.chunking.transcripts import Phrase
+from pstuts_pipeline.settings import ChunkingSettings
+from pstuts_pipeline.settings.base import default
 
 if TYPE_CHECKING:  # imported where used: planning an ingest reads ChunkerSettings and needs neither
     from langchain_core.embeddings import Embeddings
@@ -31,13 +33,23 @@ class AlignmentError(ValueError):
 class ChunkerSettings:
     """SemanticChunker's knobs, plus our cap on chunk size and the floor below which a chunk is filler."""
 
-    breakpoint_threshold_type: BreakpointThresholdType = "percentile"
-    breakpoint_threshold_amount: float | None = None
-    # 0: the chunker embeds bare phrases, the very texts the phrase vectors need, so they cost nothing twice;
-    # on train + dev that ingests 1.5x faster than Kamradt's 1 and retrieves as well (docs/benchmarks.md).
-    buffer_size: int = 0
+    breakpoint_threshold_type: BreakpointThresholdType = default(ChunkingSettings, "breakpoint_threshold_type")
+    breakpoint_threshold_amount: float | None = default(ChunkingSettings, "breakpoint_threshold_amount")
+    buffer_size: int = default(ChunkingSettings, "buffer_size")
     max_tokens: int = 256
-    min_tokens: int = 8
+    min_tokens: int = default(ChunkingSettings, "min_chunk_tokens")
+
+    @classmethod
+    def from_settings(cls, settings: ChunkingSettings, window: int) -> ChunkerSettings:
+        """The chunker's settings, its cap never above the embedder's input window."""
+        cap = min(settings.max_chunk_tokens, window) if settings.max_chunk_tokens else window
+        return cls(
+            breakpoint_threshold_type=settings.breakpoint_threshold_type,
+            breakpoint_threshold_amount=settings.breakpoint_threshold_amount,
+            buffer_size=settings.buffer_size,
+            max_tokens=cap,
+            min_tokens=settings.min_chunk_tokens,
+        )
 
 
 @dataclass(frozen=True)

@@ -131,12 +131,11 @@ def ingest(
     ] = False,
 ) -> None:
     """Register every video in the data folder as a partition and materialize the new or changed ones."""
-    from pstuts_pipeline.cli.report import unchanged_report
-    from pstuts_pipeline.resource_fields import resource_fields_from_env
+    from pstuts_pipeline.cli.report import IngestSettings, unchanged_report
 
     # With nothing to do, the ledger says so without importing Dagster, the pipeline or Qdrant.
-    fields = resource_fields_from_env()
-    report = None if force else unchanged_report(fields, only=video, allow_removal=allow_mass_removal)
+    config = IngestSettings.from_env()
+    report = None if force else unchanged_report(config, only=video, allow_removal=allow_mass_removal)
     if report is None:
         from pstuts_pipeline.cli.ingest import ingest as run_ingest
         from pstuts_pipeline.cli.progress import Tracker
@@ -679,10 +678,10 @@ def describe_error(exc: BaseException) -> str:
     """One line for an error that escaped a command, naming the store it concerns when the error does not."""
     if type(exc).__module__.startswith("sqlalchemy"):
         # Dagster's instance storage: SQLAlchemy's text carries the SQL, not the folder.
-        from pstuts_pipeline.settings import dagster_home
+        from pstuts_pipeline.settings import paths
 
         reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-        return f"Dagster instance in {dagster_home()} (DAGSTER_HOME): {reason}"
+        return f"Dagster instance in {paths().dagster_home} (DAGSTER_HOME): {reason}"
     if isinstance(exc, MemoryError):
         return "out of memory: lower PSTUTS_MAX_PHRASES_PER_RUN or PSTUTS_MAX_VIDEOS_PER_RUN, or give it more memory"
     return str(exc) or type(exc).__name__

@@ -26,9 +26,9 @@ from pstuts_pipeline.defs.reconcile import (
     partition_order,
     run_requests,
 )
-from pstuts_pipeline.defs.resources import fields_of
 from pstuts_pipeline.redaction import redact
-from pstuts_pipeline.settings import max_videos_per_run
+from pstuts_pipeline.search import fingerprints
+from pstuts_pipeline.settings import source_limits
 from pstuts_pipeline.sources import Catalog, source_files
 from pstuts_pipeline.sources.reconciliation import reconcile, reconcile_folder
 
@@ -288,7 +288,7 @@ def ingest(
     report = IngestReport(result, reclaimed=reclaimed, dagster_home=str(instance.root_directory))
     if result.to_ingest and steps_run_in_run_process(defs.resolve_job_def(INGEST_JOB_NAME).executor_def):
         embeddings.preload()  # overlaps the run's start and first steps (which run here)
-    requests = list(run_requests(result, order, max_videos_per_run(), trigger="cli"))
+    requests = list(run_requests(result, order, source_limits().max_videos_per_run, trigger="cli"))
     steps = [step_count(defs.resolve_job_def(job_name_of(r))) for r in requests]
     videos = [int(r.tags.get("pstuts/videos", 0)) for r in requests]
     for number, request in enumerate(requests):
@@ -321,7 +321,7 @@ def ingest(
         fingerprint_of = fingerprint_function(embeddings, chunker)
         clean = not only and not catalog.errors and not reconcile(catalog, view.stored, fingerprint_of).has_work
         clean = clean and ledgers.stamps(source_files(source.path())) == sources
-        settings = ledgers.settings_key(fields_of(resources)) if clean else ""
+        settings = fingerprints.settings_key(source.path(), fingerprint_of) if clean else ""
         keep_in_ledger(qdrant, home, view, *observe_partitions(instance), clean and sources or None, settings)
     report.points_in_collection = view.points
     report.seconds = round(time.perf_counter() - started, 2)

@@ -1,12 +1,16 @@
 """What an ingest did, and the verdict of one with nothing to do, reached without importing Dagster."""
 
+from __future__ import annotations
+
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from pstuts_pipeline.defs import ledger as ledgers
-from pstuts_pipeline.resource_fields import Fields, as_held, fingerprint_function, qdrant_folder, source_folder
-from pstuts_pipeline.settings import dagster_home
+from pstuts_pipeline.search import fingerprints
+from pstuts_pipeline.settings import ChunkingSettings, EmbeddingSettings, StoreSettings, load, paths
 from pstuts_pipeline.sources import source_files
 from pstuts_pipeline.sources.reconciliation import Reconciliation, reconcile_folder
 
@@ -35,20 +39,44 @@ class IngestReport:
         return not self.plan.failed and not self.failed_runs and not self.plan.removal_refused
 
 
+@dataclass(frozen=True)
+class IngestSettings:
+    """What an ingest with nothing to do is decided from: the data folder, the model, the chunking, the store."""
+
+    data_dir: Path
+    embeddings: EmbeddingSettings
+    chunking: ChunkingSettings
+    store: StoreSettings
+
+    @classmethod
+    def from_env(cls) -> IngestSettings:
+        """Read from the environment, as the resources would be, without building them (nor importing Dagster)."""
+        return cls(paths().data_dir, load(EmbeddingSettings), load(ChunkingSettings), load(StoreSettings))
+
+    @classmethod
+    def of(cls, resources: Mapping[str, Any]) -> IngestSettings:
+        """The same, from built resources (`defs.resources`)."""
+        return cls(
+            resources["transcript_source"].path(),
+            resources["embeddings"].typed(),
+            resources["chunker"].typed(),
+            resources["qdrant"].typed(),
+        )
+
+
 def unchanged_report(
-    resources: Mapping[str, Fields], only: list[str] | None = None, allow_removal: bool = False
+    config: IngestSettings, only: list[str] | None = None, allow_removal: bool = False
 ) -> IngestReport | None:
     """The report of an ingest with nothing to do, decided from the ledger; None when there is work or no proof.
 
-    Takes the resources' fields (`resource_fields_from_env`, or `defs.resources.fields_of`), so it needs neither
-    Qdrant nor the Dagster instance nor Dagster itself (nor their imports), which is most of a no-op ingest's time.
+    Needs neither Qdrant nor the Dagster instance nor Dagster itself (nor their imports), which is most of a no-op
+    ingest's time.
     """
     started = time.perf_counter()
-    qdrant = as_held(resources["qdrant"])
-    if qdrant["url"]:
+    if config.store.url:
         return None
-    home = dagster_home()
-    ledger = ledgers.read_ledger(qdrant_folder(qdrant), qdrant["collection"], home)
+    home = paths().dagster_home
+    ledger = ledgers.read_ledger(config.store.folder(), config.store.collection, home)
     if ledger is None or (partitions := ledger.current_partitions(home)) is None:
         return None
 
@@ -58,11 +86,11 @@ def unchanged_report(
             plan, points_in_collection=ledger.points, seconds=seconds, dagster_home=str(home), from_ledger=True
         )
 
-    folder = source_folder(resources["transcript_source"])
-    if not only and ledger.sources_unchanged(source_files(folder), ledgers.settings_key(resources)):
+    folder = config.data_dir
+    fingerprint_of = fingerprints.fingerprint_function(config.embeddings, config.chunking)
+    if not only and ledger.sources_unchanged(source_files(folder), fingerprints.settings_key(folder, fingerprint_of)):
         # The same files, untouched, with the same settings: the last check found every video stored as it is.
         return from_ledger(Reconciliation(unchanged=sorted(ledger.fingerprints, key=int)))
-    fingerprint_of = fingerprint_function(resources["embeddings"], resources["chunker"])
     catalog, result = reconcile_folder(
         folder, home, ledger.stored(), fingerprint_of, only=only, allow_removal=allow_removal, wait=True
     )

@@ -19,7 +19,11 @@ JOB_BUILDER = "job_named"
 
 def celery_config(visibility_timeout_s: int | None = None) -> dict[str, Any]:
     """The Celery settings the executor and every worker share (deploy/celery/celery.yaml is this, written out)."""
-    timeout = settings.celery_visibility_timeout_s() if visibility_timeout_s is None else visibility_timeout_s
+    timeout = (
+        settings.load(settings.OperationsSettings).celery_visibility_timeout_s
+        if visibility_timeout_s is None
+        else visibility_timeout_s
+    )
     return {
         "broker": {"env": settings.CELERY_BROKER_VAR},
         "backend": "rpc://",
@@ -51,7 +55,11 @@ def celery_executor() -> dg.ExecutorDefinition:
 
 def executor_from_settings() -> dg.ExecutorDefinition:
     """In-process (torch and the model load once per run) unless PSTUTS_EXECUTOR=celery (each step on a worker)."""
-    return dg.in_process_executor if settings.executor_name() == "in_process" else celery_executor()
+    return (
+        dg.in_process_executor
+        if settings.load(settings.OperationsSettings).executor == "in_process"
+        else celery_executor()
+    )
 
 
 def steps_run_in_run_process(executor: dg.ExecutorDefinition) -> bool:

@@ -9,7 +9,7 @@ import dagster as dg
 
 from pstuts_pipeline.defs.dagster_private import DagsterInvalidPropertyError
 from pstuts_pipeline.defs.executors import steps_run_in_run_process
-from pstuts_pipeline.settings import dagster_home
+from pstuts_pipeline.settings import paths
 
 # The settings `pstuts ingest` and `pstuts dev` (`make dev`) write to a DAGSTER_HOME that has no dagster.yaml yet.
 DEFAULT_INSTANCE_YAML = (Path(__file__).with_name("dagster.yaml")).read_text()
@@ -26,7 +26,7 @@ UNFINISHED = [
 
 def prepare_home(home: Path | None = None) -> Path:
     """A DAGSTER_HOME with the project's instance settings, written only where no dagster.yaml exists yet."""
-    home = home or dagster_home()
+    home = home or paths().dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():

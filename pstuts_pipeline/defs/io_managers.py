@@ -16,7 +16,7 @@ from upath import UPath
 
 from pstuts_pipeline.chunking.chunker import TimedChunk
 from pstuts_pipeline.chunking.transcripts import Phrase
-from pstuts_pipeline.settings import storage_dir
+from pstuts_pipeline.settings import paths
 from pstuts_pipeline.sources import SourceVideo
 
 FORMAT = "pstuts-io/1"
@@ -136,7 +136,7 @@ class PartitionedJsonIOManager(dg.ConfigurableIOManager):
     base_path: str = Field(default="", description="Folder or object-store URL (default: io/ under storage).")
 
     def _root(self) -> UPath:
-        return UPath(self.base_path) if self.base_path else UPath(storage_dir() / "io")
+        return UPath(self.base_path) if self.base_path else UPath(paths().storage_dir / "io")
 
     def _path(self, asset_key: dg.AssetKey, partition_key: str | None) -> UPath:
         folder = self._root().joinpath(*asset_key.path)

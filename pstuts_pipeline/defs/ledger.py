@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -87,7 +86,7 @@ class Ledger:
     partitions: list[str] | None = None
     partition_stamps: dict[str, Stamp] | None = None
     # The data folder's files when the CLI last found every video stored as it is now, and the settings it was
-    # checked with (`settings_key`): while both hold, a no-op ingest need not read the data folder either.
+    # checked with (`fingerprints.settings_key`): while both hold, a no-op ingest need not read the data folder either.
     sources: dict[str, Stamp] | None = None
     settings: str = ""
 
@@ -111,16 +110,6 @@ class Ledger:
         if sorted(self.partition_stamps) != sorted(str(p) for p in watched):
             return None
         return self.partitions if stamps(watched) == self.partition_stamps else None
-
-
-def settings_key(fields: Mapping[str, Mapping[str, object]]) -> str:
-    """What a video's fingerprint and the data folder depend on, as one hash of the resources' fields (no secrets)."""
-    chosen = {
-        name: {k: str(v) for k, v in sorted(fields[name].items()) if "key" not in k}
-        for name in ("transcript_source", "embeddings", "chunker")
-        if name in fields
-    }
-    return hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def ledger_key(qdrant_path: Path, collection: str, dagster_home: Path) -> dict[str, str]:

@@ -26,17 +26,16 @@ from pstuts_pipeline.defs.resources import (
     EmbeddingsResource,
     QdrantResource,
     TranscriptSource,
-    fields_of,
     fingerprint_function,
 )
 from pstuts_pipeline.redaction import strip_credentials
-from pstuts_pipeline.settings import max_phrases_per_run, max_videos_per_run
-from pstuts_pipeline.sources import Catalog, SourceVideo, source_files
+from pstuts_pipeline.search import fingerprints
+from pstuts_pipeline.settings import source_limits
+from pstuts_pipeline.sources import Catalog, source_files
 from pstuts_pipeline.sources.reconciliation import REMOVED_REASON, Reconciliation, reconcile_folder
 
 INGEST_JOB_NAME = "ingest_videos"
 # A video whose fingerprint stands for the model and chunk settings in a tick's signature.
-SIGNATURE_PROBE = SourceVideo(0, "", "", "", (), (), "", "")
 REMOVE_JOB_NAME = "remove_videos"
 # A tick does not wait long for a search or a CLI ingest that holds the local Qdrant folder.
 TICK_LOCK_TIMEOUT_S = 10
@@ -157,7 +156,9 @@ def ingest_run_requests(
 ) -> list[dg.RunRequest]:
     """One ingest run per bounded range of consecutive partitions, tagged with who asked and why."""
     requests = []
-    for first, last in ingest_ranges(result.to_ingest, order, limit, result.phrases, max_phrases_per_run()):
+    for first, last in ingest_ranges(
+        result.to_ingest, order, limit, result.phrases, source_limits().max_phrases_per_run
+    ):
         keys = order[order.index(first) : order.index(last) + 1]
         reasons = sorted({result.reasons[k] for k in keys})
         requests.append(
@@ -250,9 +251,7 @@ def unchanged_folder(
     ledger = None if qdrant.server_url else ledgers.read_ledger(qdrant.local_path, qdrant.collection, home)
     if ledger is None:
         return 0
-    settings = ledgers.settings_key(
-        fields_of({"transcript_source": source, "embeddings": embeddings, "chunker": chunker})
-    )
+    settings = fingerprints.settings_key(source.path(), fingerprint_function(embeddings, chunker))
     if not ledger.sources_unchanged(source_files(source.path()), settings):
         return 0
     if not set(ledger.fingerprints) <= set(instance.get_dynamic_partitions(VIDEO_PARTITIONS)):
@@ -306,7 +305,7 @@ def plan_tick(
     order, plan.new_partitions = partition_order(instance.get_dynamic_partitions(VIDEO_PARTITIONS), catalog)
     wanted = {k: fingerprint_of(catalog.videos[k]) for k in result.to_ingest}
     plan.run_requests = run_requests(
-        result, order, max_videos_per_run(), trigger, state_run_key(view.stored, wanted, salt)
+        result, order, source_limits().max_videos_per_run, trigger, state_run_key(view.stored, wanted, salt)
     )
     if not plan.run_requests:
         plan.settled = not plan.new_partitions and not catalog.unsure_files
@@ -348,7 +347,7 @@ def tick_signature(
         [latest.run_id, latest.timestamp] if latest else None,
         [r.run_id for r in removals],
         store,
-        fingerprint_function(embeddings, chunker)(SIGNATURE_PROBE),
+        fingerprint_function(embeddings, chunker)(fingerprints.PROBE_VIDEO),
         qdrant.server_url and strip_credentials(qdrant.server_url),
         qdrant.collection,
     ]

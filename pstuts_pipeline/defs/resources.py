@@ -1,91 +1,114 @@
 """Dagster resources: the embedding model, the Qdrant store, and the chunking settings."""
 
 import contextlib
-import dataclasses
+import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import dagster as dg
 from filelock import Timeout
 from langchain_core.embeddings import Embeddings
-from pydantic import Field
 
-from pstuts_pipeline import embedding
-from pstuts_pipeline import resource_fields as fields
+from pstuts_pipeline import embedding, settings
 from pstuts_pipeline.answers.chat import ChatSettings
 from pstuts_pipeline.chunking.chunker import ChunkerSettings
-from pstuts_pipeline.redaction import redact, strip_credentials
-from pstuts_pipeline.search import reranking
+from pstuts_pipeline.redaction import has_credentials, redact, strip_credentials
+from pstuts_pipeline.search import fingerprints, reranking
 from pstuts_pipeline.search.context import ContextSettings
+from pstuts_pipeline.settings import ChatSettings as ChatModelSettings
 from pstuts_pipeline.settings import (
-    DEFAULT_BACKEND,
-    DEFAULT_RERANKER_BACKEND,
-    storage_dir,
+    ChunkingSettings,
+    EmbeddingSettings,
+    PathSettings,
+    RerankerSettings,
+    StoreSettings,
 )
+from pstuts_pipeline.settings.base import Settings, as_resource_field, is_secret, variable_set
 from pstuts_pipeline.sources import SourceVideo
+from pstuts_pipeline.training.reranker import resolve_reranker
 
 if TYPE_CHECKING:  # imported when a client is made: it costs a second, which `pstuts ingest` with nothing to do saves
     from pstuts_pipeline.search.store import Store
 
 
+def _revealed(value: Any) -> Any:
+    """A field's value as code uses it: a secret held as dg.EnvVar is resolved (Dagster does so only inside runs)."""
+    get_value = getattr(value, "get_value", None)
+    return get_value() if callable(get_value) else value
+
+
+class SettingsResource(dg.ConfigurableResource):
+    """A resource whose fields are one settings model's (`SETTINGS`): built from it, and giving it back typed."""
+
+    SETTINGS: ClassVar[type[Settings]]
+    # Settings resolved when the resource is made, e.g. `latest` to its folder: every step of a run uses one version.
+    RESOLVED: ClassVar[dict[str, Callable[[str], str]]] = {}
+
+    @classmethod
+    def from_settings(cls, values: Settings) -> "SettingsResource":
+        """The resource holding these settings; a secret, or a URL with credentials, as dg.EnvVar of its variable.
+
+        So the UI shows "from OPENAI_API_KEY", and the value never enters the run config.
+        """
+        fields: dict[str, Any] = {}
+        for name in cls.model_fields:
+            value = getattr(values, name)
+            if name in cls.RESOLVED:
+                value = cls.RESOLVED[name](value)
+            info = type(values).model_fields[name]
+            hidden = is_secret(info) or (isinstance(value, str) and has_credentials(value))
+            variable = variable_set(type(values), name) if hidden and value else None
+            fields[name] = dg.EnvVar(variable) if variable else value
+        return cls(**fields)
+
+    def typed(self) -> Any:
+        """The settings model these fields hold, secrets resolved (for the domain, which takes typed settings)."""
+        return self.SETTINGS.model_construct(
+            **{name: _revealed(getattr(self, name)) for name in type(self).model_fields}
+        )
+
+
 class TranscriptSource(dg.ConfigurableResource):
     """The folder of video files (PsTuts-VQA JSON, SRT or WebVTT captions) that partitions are read from."""
 
-    data_dir: str = Field(
-        default="", description="Folder of video files, *.json, *.srt, *.vtt (default: data/ in the project)."
-    )
+    data_dir: str = as_resource_field(PathSettings, "data_dir", default="")
 
     def path(self) -> Path:
-        return fields.source_folder(self.model_dump())
+        return Path(self.data_dir) if self.data_dir else settings.paths().data_dir
 
 
-class EmbeddingsResource(dg.ConfigurableResource):
+class EmbeddingsResource(SettingsResource):
     """The embedding model shared by the chunker, the collection and search; loaded once per process."""
 
-    provider: str = Field(default="local", description="'local' (bundled all-MiniLM-L6-v2) or 'openai'.")
-    model: str = Field(
-        default="",
-        description="Local: a sentence-transformers folder (empty = bundled all-MiniLM-L6-v2). "
-        "OpenAI: a model name (empty = text-embedding-3-small).",
-    )
-    openai_base_url: str | None = Field(default=None, description="An OpenAI-compatible server's base URL.")
-    batch_size: int = Field(default=32, description="Texts per forward pass or API request.")
-    precision: str = Field(
-        default="float32",
-        description="Local models: 'float32', or 'bfloat16' (twice as fast on AMX/AVX-512 CPUs; another model id).",
-    )
-    backend: str = Field(
-        default=DEFAULT_BACKEND,
-        description="Local models: 'torch', 'onnx' or 'onnx-int8' (ONNX Runtime on an export; another model id).",
-    )
-    cache_dir: str | None = Field(
-        default=None, description="Embedding cache folder (empty string disables; default under the storage dir)."
-    )
-    openai_api_key: str | None = Field(
-        default=None,
-        description="OpenAI provider: the key, as dg.EnvVar('OPENAI_API_KEY') (unset: read from the environment).",
-    )
+    SETTINGS = EmbeddingSettings
+    RESOLVED = {"model": embedding.resolve_model}
+    provider: str = as_resource_field(EmbeddingSettings, "provider")
+    model: str = as_resource_field(EmbeddingSettings, "model")
+    openai_base_url: str | None = as_resource_field(EmbeddingSettings, "openai_base_url")
+    batch_size: int = as_resource_field(EmbeddingSettings, "batch_size")
+    precision: str = as_resource_field(EmbeddingSettings, "precision")
+    backend: str = as_resource_field(EmbeddingSettings, "backend", default=settings.DEFAULT_BACKEND)
+    cache_dir: str | None = as_resource_field(EmbeddingSettings, "cache_dir")
+    openai_api_key: str | None = as_resource_field(EmbeddingSettings, "openai_api_key")
 
     @property
     def spec(self) -> embedding.EmbeddingSpec:
-        return fields.embedding_spec(self.model_dump())
+        return _spec_of(self.typed())
 
     @property
     def model_id(self) -> str:
         return self.spec.model_id
 
     def cache_path(self) -> Path | None:
-        if self.cache_dir == "":
-            return None
-        return Path(self.cache_dir) if self.cache_dir else storage_dir() / "embedding_cache"
+        return self.typed().cache_path()
 
     def get_embeddings(self) -> tuple[Embeddings, embedding.CountingEmbeddings]:
         """(cached embeddings to use, the counter of texts that actually reached the model)."""
-        model, counter = embedding.cached_embeddings(self.spec, self.cache_path(), _secret(self.openai_api_key))
+        model, counter = embedding.cached_embeddings(self.spec, self.cache_path(), _revealed(self.openai_api_key))
         return DagsterFailures(model), counter
 
     def preload(self) -> None:
@@ -94,11 +117,11 @@ class EmbeddingsResource(dg.ConfigurableResource):
 
     def query_embeddings(self, model: str | None = None) -> Embeddings:
         """The model for queries; `model` (a folder, `latest`, empty: bundled) swaps in another with these settings."""
-        return DagsterFailures(embedding.load_embeddings(self.spec_for(model), _secret(self.openai_api_key)))
+        return DagsterFailures(embedding.load_embeddings(self.spec_for(model), _revealed(self.openai_api_key)))
 
     def spec_for(self, model: str | None) -> embedding.EmbeddingSpec:
         """This resource's spec, or the same settings with another model (e.g. base vs tuned)."""
-        return self.spec if model is None else dataclasses.replace(self.spec, model=embedding.resolve_model(model))
+        return self.spec if model is None else embedding.EmbeddingSpec.from_settings(self.typed(), model)
 
     def count_tokens(self, text: str) -> int:
         return embedding.token_counter(self.spec)(text)
@@ -106,6 +129,10 @@ class EmbeddingsResource(dg.ConfigurableResource):
     def window(self) -> tuple[int, int]:
         """(input window in tokens, special tokens spent of it)."""
         return embedding.window_tokens(self.spec)
+
+
+# Chunking asks for the spec once per chunk it measures: build it once per settings.
+_spec_of = functools.lru_cache(maxsize=16)(embedding.EmbeddingSpec.from_settings)
 
 
 class DagsterFailures(Embeddings):
@@ -139,19 +166,16 @@ class ProviderRefusedFailure(dg.Failure):
         super().__init__(description=description, allow_retries=False)
 
 
-def _secret(value: str | None) -> str | None:
-    """A secret field's value: Dagster resolves a dg.EnvVar inside a run; the CLI uses resources outside one."""
-    return fields.revealed(value)
-
-
-class RerankerResource(dg.ConfigurableResource):
+class RerankerResource(SettingsResource):
     """The cross-encoder that rescores search's best candidates (PSTUTS_RERANKER); search runs without it when unset."""
 
-    model: str = Field(default="", description="A folder written by `pstuts tune-reranker` (empty: no reranker).")
-    depth: int = Field(default=reranking.DEPTH, ge=1, description="First-stage candidates rescored per question.")
-    phrases: int = Field(default=reranking.PHRASES_PER_CHUNK, ge=1, description="Phrases of each candidate it reads.")
-    weight: float = Field(default=reranking.WEIGHT, description="Weight of its standardised score in the sum.")
-    backend: str = Field(default=DEFAULT_RERANKER_BACKEND, description="'torch', 'onnx' or 'onnx-int8'.")
+    SETTINGS = RerankerSettings
+    RESOLVED = {"model": resolve_reranker}
+    model: str = as_resource_field(RerankerSettings, "model")
+    depth: int = as_resource_field(RerankerSettings, "depth")
+    phrases: int = as_resource_field(RerankerSettings, "phrases")
+    weight: float = as_resource_field(RerankerSettings, "weight")
+    backend: str = as_resource_field(RerankerSettings, "backend")
 
     def get(self) -> reranking.Reranker | None:
         """The reranker, loaded once per process, or None when none is configured."""
@@ -162,58 +186,47 @@ class RerankerResource(dg.ConfigurableResource):
         )
 
 
-class ChunkerResource(dg.ConfigurableResource):
+class ChunkerResource(SettingsResource):
     """How Kamradt chunks are cut and bounded."""
 
-    breakpoint_threshold_type: str = Field(
-        default=ChunkerSettings.breakpoint_threshold_type,
-        description="SemanticChunker breakpoint rule: percentile, standard_deviation, ...",
-    )
-    breakpoint_threshold_amount: float | None = Field(
-        default=ChunkerSettings.breakpoint_threshold_amount, description="Its amount (None = LangChain's)."
-    )
-    buffer_size: int = Field(
-        default=ChunkerSettings.buffer_size,
-        ge=0,
-        description="Neighbouring phrases on each side embedded with a phrase to find breakpoints (Kamradt's: 1).",
-    )
-    max_chunk_tokens: int = Field(
-        default=0, description="Cap on a chunk's tokens, special tokens included (0 = the model's input window)."
-    )
-    min_chunk_tokens: int = Field(default=8, description="A chunk smaller than this joins a neighbour if it fits.")
-    context: str = Field(
-        default="", description="Situating context per chunk: '', title, neighbours or title+neighbours."
-    )
-    context_use: str = Field(default="bm25", description="Where the context goes: dense, bm25 or both.")
+    SETTINGS = ChunkingSettings
+    breakpoint_threshold_type: str = as_resource_field(ChunkingSettings, "breakpoint_threshold_type")
+    breakpoint_threshold_amount: float | None = as_resource_field(ChunkingSettings, "breakpoint_threshold_amount")
+    buffer_size: int = as_resource_field(ChunkingSettings, "buffer_size")
+    max_chunk_tokens: int = as_resource_field(ChunkingSettings, "max_chunk_tokens")
+    min_chunk_tokens: int = as_resource_field(ChunkingSettings, "min_chunk_tokens")
+    context: str = as_resource_field(ChunkingSettings, "context")
+    context_use: str = as_resource_field(ChunkingSettings, "context_use")
 
     def context_settings(self) -> ContextSettings:
-        return fields.context_settings(self.model_dump())
+        return ContextSettings.from_settings(self.typed())
 
     def fingerprint_context(self) -> ContextSettings | None:
-        return fields.fingerprint_context(self.model_dump())
+        return fingerprints.counted_context(self.typed())
 
     def settings(self, window: int) -> ChunkerSettings:
-        return fields.chunker_settings(self.model_dump(), window)
+        return ChunkerSettings.from_settings(self.typed(), window)
 
 
-class QdrantResource(dg.ConfigurableResource):
+class QdrantResource(SettingsResource):
     """The collection in a local folder (Qdrant Edge, in-process) or on a Qdrant server (QDRANT_URL), opened while in use."""
 
-    path: str = Field(default="", description="Local store folder (default: qdrant/ under the storage dir).")
-    url: str | None = Field(default=None, description="A Qdrant server; when set, the local folder is not used.")
-    api_key: str | None = Field(default=None, description="The server's API key.")
-    collection: str = Field(default="pstuts_transcripts", description="Collection name.")
-    timeout_s: int = Field(default=60, description="Server request timeout.")
-    lock_timeout_s: float = Field(default=1800, description="How long to wait for another user of the local store.")
+    SETTINGS = StoreSettings
+    path: str = as_resource_field(StoreSettings, "path")
+    url: str | None = as_resource_field(StoreSettings, "url")
+    api_key: str | None = as_resource_field(StoreSettings, "api_key")
+    collection: str = as_resource_field(StoreSettings, "collection")
+    timeout_s: int = as_resource_field(StoreSettings, "timeout_s")
+    lock_timeout_s: float = as_resource_field(StoreSettings, "lock_timeout_s")
 
     @property
     def local_path(self) -> Path:
-        return fields.qdrant_folder(self.model_dump())
+        return self.typed().folder()
 
     @property
     def server_url(self) -> str | None:
         """The server's URL, credentials included (a URL with them is held as dg.EnvVar), or None for local mode."""
-        return _secret(self.url) or None
+        return _revealed(self.url) or None
 
     @contextlib.contextmanager
     def get_store(
@@ -249,7 +262,8 @@ class QdrantResource(dg.ConfigurableResource):
         from pstuts_pipeline.search.client_store import ClientStore
 
         store = ClientStore(
-            QdrantClient(url=self.server_url, api_key=_secret(self.api_key) or None, timeout=self.timeout_s), collection
+            QdrantClient(url=self.server_url, api_key=_revealed(self.api_key) or None, timeout=self.timeout_s),
+            collection,
         )
         try:
             yield store
@@ -300,25 +314,19 @@ class QdrantStorageError(RuntimeError):
     """The local Qdrant folder could not be written or read; names the folder."""
 
 
-class ChatModelResource(dg.ConfigurableResource):
+class ChatModelResource(SettingsResource):
     """The chat model that words answers; separate from the embeddings' server. No model = extractive answers."""
 
-    model: str = Field(default="", description="Model name on the server (empty = offline extractive answers).")
-    base_url: str | None = Field(default=None, description="An OpenAI-compatible server (empty = OpenAI's API).")
-    api_key: str | None = Field(default=None, description="The server's key (local servers need none).")
-    timeout_s: float = Field(default=60.0, description="Seconds to wait for one answer.")
-    max_tokens: int = Field(default=120, description="Longest answer, in tokens.")
-    json_schema: bool = Field(default=True, description="Ask for a JSON-schema reply whose moment must be retrieved.")
+    SETTINGS = ChatModelSettings
+    model: str = as_resource_field(ChatModelSettings, "model")
+    base_url: str | None = as_resource_field(ChatModelSettings, "base_url")
+    api_key: str | None = as_resource_field(ChatModelSettings, "api_key")
+    timeout_s: float = as_resource_field(ChatModelSettings, "timeout_s")
+    max_tokens: int = as_resource_field(ChatModelSettings, "max_tokens")
+    json_schema: bool = as_resource_field(ChatModelSettings, "json_schema")
 
     def settings(self) -> ChatSettings:
-        return ChatSettings(
-            self.model,
-            _secret(self.base_url) or None,
-            _secret(self.api_key) or None,
-            self.timeout_s,
-            self.max_tokens,
-            self.json_schema,
-        )
+        return ChatSettings.from_settings(self.typed())
 
 
 RESOURCE_TYPES: dict[str, type[dg.ConfigurableResource]] = {
@@ -332,23 +340,15 @@ RESOURCE_TYPES: dict[str, type[dg.ConfigurableResource]] = {
 
 
 def resources_from_env() -> dict[str, dg.ConfigurableResource]:
-    """Every resource, configured from the environment variables in docs/configuration.md; secrets as dg.EnvVar.
-
-    A secret given as dg.EnvVar shows in the UI as "from OPENAI_API_KEY" (its value never enters the run config).
-    """
-    return {
-        name: RESOURCE_TYPES[name](
-            **{key: dg.EnvVar(v.name) if isinstance(v, fields.EnvSecret) else v for key, v in values.items()}
-        )
-        for name, values in fields.resource_fields_from_env().items()
+    """Every resource, configured from the environment (docs/configuration.md); secrets as dg.EnvVar."""
+    resources: dict[str, dg.ConfigurableResource] = {
+        name: resource.from_settings(settings.load(resource.SETTINGS))
+        for name, resource in RESOURCE_TYPES.items()
+        if issubclass(resource, SettingsResource)
     }
+    return {"transcript_source": TranscriptSource(data_dir=str(settings.paths().data_dir)), **resources}
 
 
 def fingerprint_function(embeddings: EmbeddingsResource, chunker: ChunkerResource) -> Callable[[SourceVideo], str]:
     """How a video's fingerprint is computed now: what the collection stores beside its points and reconcile compares."""
-    return fields.fingerprint_function(embeddings.model_dump(), chunker.model_dump())
-
-
-def fields_of(resources: Mapping[str, object]) -> dict[str, dict[str, Any]]:
-    """The fields the resources hold, as `resource_fields_from_env` gives them (what the no-op ingest reads)."""
-    return {name: r.model_dump() for name, r in resources.items() if isinstance(r, dg.ConfigurableResource)}
+    return fingerprints.fingerprint_function(embeddings.typed(), chunker.typed())

@@ -10,7 +10,8 @@ from pstuts_pipeline.defs.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
 from pstuts_pipeline.defs.reconcile import plan_tick
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
-from pstuts_pipeline.settings import DEFAULT_CRON, DEFAULT_TIMEZONE, reingest_all
+from pstuts_pipeline.settings import OperationsSettings, load
+from pstuts_pipeline.settings.base import default
 
 
 def build_reconcile_schedule(name: str, job_name: str, cron: str, timezone: str) -> dg.ScheduleDefinition:
@@ -38,7 +39,7 @@ def build_reconcile_schedule(name: str, job_name: str, cron: str, timezone: str)
             chunker,
             qdrant,
             trigger="schedule",
-            force=reingest_all(),
+            force=load(OperationsSettings).reingest_all,
             salt=str(context.scheduled_execution_time),
             busy_jobs={job_name},
         )
@@ -52,7 +53,10 @@ def build_reconcile_schedule(name: str, job_name: str, cron: str, timezone: str)
     return reconcile_on_schedule
 
 
-def build_schedules(cron: str = DEFAULT_CRON, timezone: str = DEFAULT_TIMEZONE) -> list[dg.ScheduleDefinition]:
+def build_schedules(
+    cron: str = default(OperationsSettings, "reingest_cron"),
+    timezone: str = default(OperationsSettings, "reingest_timezone"),
+) -> list[dg.ScheduleDefinition]:
     """The nightly schedules, for a cron and timezone that `definitions.py` reads from the environment."""
     return [
         build_reconcile_schedule("nightly_reingest", ingest_videos_job.name, cron, timezone),

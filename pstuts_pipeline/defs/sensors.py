@@ -8,10 +8,11 @@ from pstuts_pipeline.defs.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.reconcile import plan_tick, tick_signature
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
-from pstuts_pipeline.settings import DEFAULT_SENSOR_INTERVAL_S
+from pstuts_pipeline.settings import OperationsSettings
+from pstuts_pipeline.settings.base import default
 
 
-def build_folder_sensor(interval_s: int = DEFAULT_SENSOR_INTERVAL_S) -> dg.SensorDefinition:
+def build_folder_sensor(interval_s: int = default(OperationsSettings, "sensor_interval_s")) -> dg.SensorDefinition:
     """The folder sensor, looking every `interval_s` seconds (`definitions.py` reads it from the environment)."""
 
     @dg.sensor(

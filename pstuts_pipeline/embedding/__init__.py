@@ -34,6 +34,8 @@ from pstuts_pipeline.embedding.openai_compatible import (
     ProviderError,
     ProviderRefusedError,
 )
+from pstuts_pipeline.settings import DEFAULT_BACKEND, EmbeddingSettings
+from pstuts_pipeline.settings.base import default
 
 TokenCounter = Callable[[str], int]
 
@@ -42,16 +44,28 @@ TokenCounter = Callable[[str], int]
 class EmbeddingSpec:
     """Everything that identifies an embedding model; two specs that are equal embed identically."""
 
-    provider: str = "local"
-    model: str = ""
+    provider: str = default(EmbeddingSettings, "provider")
+    model: str = default(EmbeddingSettings, "model")
     base_url: str | None = None
-    batch_size: int = 32
+    batch_size: int = default(EmbeddingSettings, "batch_size")
     # Local models only: "bfloat16" runs the matrix products in bfloat16 (AMX/AVX-512 CPUs: twice as fast;
     # vectors differ by up to 2e-3, so it is another model id, with its own fingerprints and cache).
-    precision: str = "float32"
+    precision: str = default(EmbeddingSettings, "precision")
     # Local models only: "torch", or ONNX Runtime on an export of the same weights ("onnx", "onnx-int8"); each
     # backend other than torch is another model id (embedding/onnx.py).
-    backend: str = "torch"
+    backend: str = DEFAULT_BACKEND
+
+    @classmethod
+    def from_settings(cls, settings: EmbeddingSettings, model: str | None = None) -> EmbeddingSpec:
+        """The model these settings name (`model` names another with the same settings: a folder, `latest`, '')."""
+        return cls(
+            settings.provider,
+            resolve_model(settings.model if model is None else model),
+            settings.openai_base_url or None,
+            settings.batch_size,
+            settings.precision,
+            settings.backend,
+        )
 
     @property
     def model_name(self) -> str:

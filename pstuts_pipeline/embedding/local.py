@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from langchain_core.embeddings import Embeddings
 
 from pstuts_pipeline.embedding import models, onnx
-from pstuts_pipeline.settings import offline_model_hub, onnx_models_dir
+from pstuts_pipeline.settings import offline_model_hub, paths
 
 if TYPE_CHECKING:
     from pstuts_pipeline.embedding import EmbeddingSpec, TokenCounter
@@ -87,7 +87,7 @@ def _loaded(spec: EmbeddingSpec) -> Embeddings:
     # Whatever folder is named (the bundled one by its own path too), before any weights are read.
     models.verify_model_folder(folder)
     if spec.backend != "torch":
-        inner = onnx.load_embedder(folder, spec.backend, onnx_models_dir(), spec.batch_size)
+        inner = onnx.load_embedder(folder, spec.backend, paths().onnx_models_dir, spec.batch_size)
         return LengthSortedBatches(inner, token_lengths_of(spec), spec.batch_size)
     from langchain_huggingface import HuggingFaceEmbeddings
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from pstuts_pipeline.embedding.checksums import sha256_file
-from pstuts_pipeline.settings import tuned_models_dir
+from pstuts_pipeline.settings import paths
 
 # The official sentence-transformers/all-MiniLM-L6-v2 release, revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41.
 OFFICIAL_MINILM_SHA256 = {
@@ -34,7 +34,9 @@ def resolve_model(value: str) -> str:
     """PSTUTS_EMBEDDING_MODEL as a folder: `latest` means the newest tuned version, anything else is kept."""
     from pstuts_pipeline.embedding import versions
 
-    return versions.resolve(value, tuned_models_dir(), "run `pstuts tune` first (PSTUTS_EMBEDDING_MODEL=latest)")
+    return versions.resolve(
+        value, lambda: paths().tuned_models_dir, "run `pstuts tune` first (PSTUTS_EMBEDDING_MODEL=latest)"
+    )
 
 
 @functools.cache

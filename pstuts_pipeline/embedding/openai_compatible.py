@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from langchain_core.embeddings import Embeddings
 
 from pstuts_pipeline.redaction import redact, strip_credentials
-from pstuts_pipeline.settings import openai_api_key
+from pstuts_pipeline.settings import env
 
 if TYPE_CHECKING:
     from pstuts_pipeline.embedding import EmbeddingSpec, TokenCounter
@@ -35,7 +35,7 @@ class OpenAICompatibleProvider:
         return f"openai:{self.model_name(spec)}@{strip_credentials(spec.base_url or 'api.openai.com')}"
 
     def load(self, spec: EmbeddingSpec, api_key: str | None = None) -> Embeddings:
-        key = api_key or openai_api_key()
+        key = api_key or env("OPENAI_API_KEY")
         if not key:
             raise ProviderConfigError("the openai embeddings provider needs OPENAI_API_KEY in the environment")
         return _client(spec, key)

@@ -45,9 +45,9 @@ def latest_version(root: Path, how_to_make_one: str) -> Path:
     return versions[-1][1]
 
 
-def resolve(value: str, root: Path, how_to_make_one: str) -> str:
-    """A setting naming a model folder: `latest` means the newest version under `root`, anything else is kept."""
-    return str(latest_version(root, how_to_make_one)) if value.strip().lower() == LATEST else value
+def resolve(value: str, root: Callable[[], Path], how_to_make_one: str) -> str:
+    """A setting naming a model folder: `latest` means the newest version under `root()`, anything else is kept."""
+    return str(latest_version(root(), how_to_make_one)) if value.strip().lower() == LATEST else value
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from pstuts_pipeline import settings
+from pstuts_pipeline.settings.base import default
 
 # (intercept, cosine, term share, 1/rank): fitted by `python -m benchmarks.abstention` on train.
 COEFFICIENTS = (-6.502, 3.380, 1.055, 2.010)
 SIGNALS = ("cosine", "term_share", "inverse_rank")
-# Below this the first result is "no good match": chosen on train by benchmarks/abstention.py as the threshold that
-# best separates questions of absent videos from those of present ones (balanced accuracy); see docs/benchmarks.md.
-MIN_CONFIDENCE = 0.14
+# The measured default (chosen on train by benchmarks/abstention.py): declared with the setting.
+MIN_CONFIDENCE: float = default(settings.SearchSettings, "min_confidence")
 NO_GOOD_MATCH = "No moment in these videos answers this well; the nearest ones are shown as weak matches."
 
 
@@ -52,4 +52,4 @@ def answers_well(results: Sequence[Scored], threshold: float) -> bool:
 
 def threshold() -> float:
     """The confidence under which a first result is "no good match" (PSTUTS_MIN_CONFIDENCE)."""
-    return settings.env_fraction("PSTUTS_MIN_CONFIDENCE", MIN_CONFIDENCE)
+    return settings.load(settings.SearchSettings).min_confidence

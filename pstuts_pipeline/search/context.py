@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pstuts_pipeline.search.lexical import stopwords
+from pstuts_pipeline.settings import ChunkingSettings
+from pstuts_pipeline.settings.base import default
 
 SOURCES = ("", "title", "neighbours", "title+neighbours")
 USES = ("dense", "bm25", "both")
@@ -39,9 +41,13 @@ def _stopwords() -> frozenset[str]:
 class ContextSettings:
     """Which situating context each chunk gets at ingest ('' = none) and which of its vectors use it."""
 
-    source: str = ""
-    use: str = "bm25"
+    source: str = default(ChunkingSettings, "context")
+    use: str = default(ChunkingSettings, "context_use")
     terms: int = TERMS
+
+    @classmethod
+    def from_settings(cls, settings: ChunkingSettings) -> ContextSettings:
+        return cls(source=settings.context, use=settings.context_use)
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

@@ -16,13 +16,14 @@ from pathlib import Path
 import numpy as np
 
 from pstuts_pipeline.embedding import onnx
-from pstuts_pipeline.settings import offline_model_hub, onnx_models_dir
+from pstuts_pipeline.settings import RerankerSettings, offline_model_hub, paths
+from pstuts_pipeline.settings.base import default
 
 # Measured on dev, see docs/benchmarks.md, "Reranker". One phrase per candidate ranked all dev questions as well as
 # two (hit@5 +0.0004, link@5 -0.0008, video@5 +0.010) in 60% of the time (2026-12-06, embedding-backends.md).
-DEPTH = 10
-PHRASES_PER_CHUNK = 1
-WEIGHT = 1.0
+DEPTH: int = default(RerankerSettings, "depth")
+PHRASES_PER_CHUNK: int = default(RerankerSettings, "phrases")
+WEIGHT: float = default(RerankerSettings, "weight")
 # Pairs per ONNX Runtime call, shortest together: a batch is padded to its longest pair, and 8 wasted the least
 # (one question's 20 pairs: 56 ms in batches of 8, 64 ms in one batch, 2026-12-05).
 ONNX_BATCH = 8
@@ -52,7 +53,7 @@ class Reranker:
         self.settings = settings
         self.backend = backend
         if backend != "torch":  # ONNX Runtime on a verified export; torch is not imported
-            self.onnx = onnx.load_reranker(self.folder, backend, onnx_models_dir())
+            self.onnx = onnx.load_reranker(self.folder, backend, paths().onnx_models_dir)
             return
         from sentence_transformers.cross_encoder import CrossEncoder
 

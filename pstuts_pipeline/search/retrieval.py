@@ -20,13 +20,14 @@ from qdrant_client import models
 from pstuts_pipeline import settings as env_settings
 from pstuts_pipeline.search import confidence, lexical, reranking, temporal, vectorstore
 from pstuts_pipeline.search.store import Store
+from pstuts_pipeline.settings.base import default
 
 # Candidates asked of each ranking; the fused top-k comes from their union.
 CANDIDATES = 100
 # Weight of the BM25 ranking against the best-phrase ranking, both standardised over their candidates.
 LEXICAL_WEIGHT = 0.8
 # Weight of the whole-chunk dense vector's ranking; 0 leaves it out (measured on dev, docs/retrieval-experiments.md).
-CHUNK_WEIGHT = 0.0
+CHUNK_WEIGHT: float = default(env_settings.SearchSettings, "chunk_vector_weight")
 # Inside a chunk: cosine of each phrase plus this much of the share of the question's terms it contains.
 LINK_TERM_WEIGHT = 0.3
 # "How do I", "what did he", "how to": the model matches them against narration that has no such words.
@@ -48,13 +49,10 @@ class SearchSettings:
     @classmethod
     def from_env(cls) -> SearchSettings:
         """PSTUTS_CHUNK_VECTOR_WEIGHT, PSTUTS_TEMPORAL_WEIGHT, PSTUTS_TEMPORAL_SIGMA_S, PSTUTS_TEMPORAL_RELINK."""
+        tuning = env_settings.load(env_settings.SearchSettings)
         return cls(
-            chunk_weight=env_settings.env_weight("PSTUTS_CHUNK_VECTOR_WEIGHT", CHUNK_WEIGHT),
-            temporal=temporal.TemporalSettings(
-                weight=env_settings.env_weight("PSTUTS_TEMPORAL_WEIGHT", temporal.WEIGHT),
-                sigma_s=env_settings.env_seconds("PSTUTS_TEMPORAL_SIGMA_S", temporal.SIGMA_S),
-                relink=env_settings.env("PSTUTS_TEMPORAL_RELINK") == "1",
-            ),
+            chunk_weight=tuning.chunk_vector_weight,
+            temporal=temporal.TemporalSettings(tuning.temporal_weight, tuning.temporal_sigma_s, tuning.temporal_relink),
         )
 
 

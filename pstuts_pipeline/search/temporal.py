@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pstuts_pipeline.settings import SearchSettings
+from pstuts_pipeline.settings.base import default
+
 # Measured on dev, see docs/retrieval-experiments.md: off by default unless it gains.
-WEIGHT = 0.0
-SIGMA_S = 30.0
+WEIGHT: float = default(SearchSettings, "temporal_weight")
+SIGMA_S: float = default(SearchSettings, "temporal_sigma_s")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from pstuts_pipeline.settings import allow_links_outside
+from pstuts_pipeline import settings
 from pstuts_pipeline.sources.captions import CAPTION_SUFFIXES, read_caption_file
 from pstuts_pipeline.sources.model import (
     VIDEO_FIELDS,
@@ -141,7 +141,7 @@ def load_catalog(paths: list[Path] | Path, settle_s: float = 0.0) -> Catalog:
     if isinstance(paths, Path) and not paths.is_dir():
         # An unmounted or mistyped folder must not look like a folder whose videos were all deleted.
         catalog.errors.append(InputError(str(paths), "is not a folder: no transcripts can be read from it"))
-    root = paths.resolve() if isinstance(paths, Path) and not allow_links_outside() else None
+    root = paths.resolve() if isinstance(paths, Path) and not settings.source_limits().allow_links_outside else None
     files = source_files(paths) if isinstance(paths, Path) else list(paths)
     found: list[SourceVideo] = []
     now = time.time()

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pstuts_pipeline.settings import max_field_chars, max_phrase_chars, max_phrases_per_video
+from pstuts_pipeline.settings import source_limits
 from pstuts_pipeline.sources.model import (
     InputError,
     RawPhrase,
@@ -93,7 +93,7 @@ def _sidecar(path: Path, named_id: int | None) -> dict[str, Any]:
         if isinstance(value, int) and (problem := id_problem(value)):
             raise refused(problem, key)
         if isinstance(value, str):
-            if problem := length_problem(value, max_field_chars(), "PSTUTS_MAX_FIELD_CHARS"):
+            if problem := length_problem(value, source_limits().max_field_chars, "PSTUTS_MAX_FIELD_CHARS"):
                 raise refused(problem, key)
             if not encodes(value):
                 raise refused("holds a lone surrogate escape: not valid Unicode text", key)
@@ -155,7 +155,8 @@ def parse_cues(text: str, file: str, video_id: int, webvtt: bool) -> list[RawPhr
         if not blocks or not re.match(r"WEBVTT\b", blocks[0][0]):
             raise InputError(file, "does not start with 'WEBVTT': not a WebVTT file", video_id)
         blocks = [b for b in blocks[1:] if b[0].split(maxsplit=1)[0] not in NOT_CUES]
-    limit, text_limit = max_phrases_per_video(), max_phrase_chars()
+    limits = source_limits()
+    limit, text_limit = limits.max_phrases_per_video, limits.max_phrase_chars
     if len(blocks) > limit:
         raise InputError(
             file, f"holds {len(blocks):,} cues, over the limit of {limit:,} (PSTUTS_MAX_PHRASES_PER_VIDEO)", video_id

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pstuts_pipeline.settings import max_field_chars, max_phrase_chars, max_phrases_per_video
+from pstuts_pipeline.settings import source_limits
 from pstuts_pipeline.sources.model import (
     MAX_ID,
     FileErrors,
@@ -129,7 +129,12 @@ def validate_record(record: Any, file: str, index: int) -> int:
     if depth > MAX_RECORD_DEPTH:
         # Deeper values would exhaust Python's stack wherever the record is hashed, stored or shown.
         raise InputError(file, f"nests lists or objects more than {MAX_RECORD_DEPTH} levels deep", video_id)
-    field_limit, phrase_limit, count_limit = max_field_chars(), max_phrase_chars(), max_phrases_per_video()
+    limits = source_limits()
+    field_limit, phrase_limit, count_limit = (
+        limits.max_field_chars,
+        limits.max_phrase_chars,
+        limits.max_phrases_per_video,
+    )
     for name in REQUIRED_TEXT_FIELDS:
         if not isinstance(record.get(name), str):
             raise InputError(file, _problem(record.get(name, MISSING), "a string"), video_id, name)

@@ -12,7 +12,7 @@ import stat
 import time
 from pathlib import Path
 
-from pstuts_pipeline.settings import max_file_bytes, read_timeout_seconds
+from pstuts_pipeline.settings import source_limits
 
 BLOCK = 1 << 20
 KINDS = (
@@ -38,8 +38,9 @@ def read_source_bytes(path: Path, max_bytes: int | None = None, timeout_s: float
     O_NONBLOCK makes opening a FIFO return at once (a regular file ignores the flag); fstat on the opened
     descriptor, not the path, so a file swapped after the check is still the one checked.
     """
-    limit = max_file_bytes() if max_bytes is None else max_bytes
-    timeout = read_timeout_seconds() if timeout_s is None else timeout_s
+    limits = source_limits()
+    limit = limits.max_file_bytes if max_bytes is None else max_bytes
+    timeout = limits.read_timeout_s if timeout_s is None else timeout_s
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as error:

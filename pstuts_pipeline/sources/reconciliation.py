@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pstuts_pipeline.settings import allow_mass_removal, max_removal_share, settle_seconds
+from pstuts_pipeline.settings import source_limits
 from pstuts_pipeline.sources import Catalog, SourceVideo, load_catalog, wait_until_settled
 from pstuts_pipeline.sources.holdings import Holdings, remember_holdings
 
@@ -142,10 +142,11 @@ def reconcile_folder(
 
     `wait` (a command run now) waits for files still being written; a tick leaves them for the next one.
     """
-    settle = settle_seconds()
+    limits = source_limits()
+    settle = limits.settle_s
     if wait:
         wait_until_settled(folder, settle)
     catalog = load_catalog(folder, settle)
     holdings = remember_holdings(home, folder, catalog)
-    guard = RemovalGuard(max_removal_share(), allow_removal or allow_mass_removal())
+    guard = RemovalGuard(limits.max_removal_share, allow_removal or limits.allow_mass_removal)
     return catalog, reconcile(catalog, stored, fingerprint_of, only, force, holdings, guard)

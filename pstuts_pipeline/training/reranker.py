@@ -19,7 +19,7 @@ import numpy as np
 
 from pstuts_pipeline.embedding import versions
 from pstuts_pipeline.search import lexical
-from pstuts_pipeline.settings import rerankers_dir
+from pstuts_pipeline.settings import paths
 from pstuts_pipeline.training import skeleton, tuning
 
 EVALUATOR_NAME = "pstuts-dev-rerank"
@@ -63,7 +63,7 @@ class RerankerResult:
 
 def resolve_reranker(value: str) -> str:
     """PSTUTS_RERANKER as a folder: `latest` means the newest trained version, anything else is kept."""
-    return versions.resolve(value, rerankers_dir(), HOW_TO_TRAIN)
+    return versions.resolve(value, lambda: paths().rerankers_dir, HOW_TO_TRAIN)
 
 
 def _standardised(scores: np.ndarray) -> np.ndarray:
@@ -190,7 +190,7 @@ def _train(
     base_metrics = card_metrics(evaluator(model))
     log(f"untrained reranker on dev: {base_metrics}")
 
-    out_root = Path(out_root) if out_root else rerankers_dir()
+    out_root = Path(out_root) if out_root else paths().rerankers_dir
     draft = versions.new_version(out_root, "reranker-pstuts", base, train_split.files, settings)
     args = skeleton.training_arguments(CrossEncoderTrainingArguments, draft.staging, settings)
     loss = MultipleNegativesRankingLoss(model, num_negatives=settings.in_batch_negatives)

@@ -14,7 +14,7 @@ from pstuts_pipeline.chunking import chunker as chunking
 from pstuts_pipeline.chunking.transcripts import repair_times
 from pstuts_pipeline.embedding import models, versions
 from pstuts_pipeline.embedding.checksums import sha256_file
-from pstuts_pipeline.settings import offline_model_hub, tuned_models_dir
+from pstuts_pipeline.settings import offline_model_hub, paths
 from pstuts_pipeline.sources import RawPhrase, load_catalog
 from pstuts_pipeline.training import skeleton
 
@@ -360,7 +360,7 @@ def _train(
     base_metrics = card_metrics(evaluator(model))
     log(f"base model on dev: {base_metrics}")
 
-    out_root = Path(out_root) if out_root else tuned_models_dir()
+    out_root = Path(out_root) if out_root else paths().tuned_models_dir
     draft = versions.new_version(out_root, "minilm-pstuts", base, train_split.files, settings)
     args = skeleton.training_arguments(
         SentenceTransformerTrainingArguments, draft.staging, settings, batch_sampler=_batch_sampler_class()

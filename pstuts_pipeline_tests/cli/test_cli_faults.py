@@ -42,7 +42,10 @@ def test_a_batch_size_below_one_is_refused_naming_the_variable(monkeypatch, caps
     monkeypatch.setenv("PSTUTS_EMBEDDING_BATCH_SIZE", "-3")
     code, out, err = run_main(monkeypatch, capsys, "search", "free transform")
     assert code == 1 and out == ""
-    assert err == "error: environment variable PSTUTS_EMBEDDING_BATCH_SIZE is -3; it must be at least 1\n"
+    assert (
+        err
+        == "error: environment variable PSTUTS_EMBEDDING_BATCH_SIZE is '-3'; input should be greater than or equal to 1\n"
+    )
 
 
 def test_titles_and_snippets_cannot_drive_the_terminal(capsys):

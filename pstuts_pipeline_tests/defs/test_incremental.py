@@ -15,11 +15,10 @@ from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking import chunker as chunking
 from pstuts_pipeline.chunking.transcripts import load_catalog, normalize_text
 from pstuts_pipeline.cli.ingest import ingest
-from pstuts_pipeline.cli.report import unchanged_report
+from pstuts_pipeline.cli.report import IngestSettings, unchanged_report
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.reconcile import fingerprint_function, ingest_ranges, plan_tick, read_store
-from pstuts_pipeline.defs.resources import fields_of, resources_from_env
-from pstuts_pipeline.resource_fields import resource_fields_from_env
+from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.sources.reconciliation import reconcile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +85,7 @@ def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, stora
         raise AssertionError("the data folder was read")
 
     monkeypatch.setattr("pstuts_pipeline.cli.report.reconcile_folder", no_reading)
-    quick = unchanged_report(resource_fields_from_env())
+    quick = unchanged_report(IngestSettings.from_env())
     assert quick is not None and quick.from_ledger
     assert quick.plan.unchanged == again.plan.unchanged and quick.points_in_collection == len(before)
     # The sensor's tick reaches it too, from the instance's partitions and the same proof.
@@ -98,7 +97,7 @@ def test_unchanged_videos_launch_no_run_and_keep_their_points(data_folder, stora
     touched = next(data_folder.glob("*.json"))
     touched.write_text(touched.read_text())
     with pytest.raises(AssertionError, match="the data folder was read"):
-        unchanged_report(resource_fields_from_env())
+        unchanged_report(IngestSettings.from_env())
     with pytest.raises(AssertionError, match="the data folder was read"):
         plan_tick(instance, r["transcript_source"], r["embeddings"], r["chunker"], r["qdrant"], trigger="sensor")
 
@@ -109,7 +108,7 @@ def test_the_ledger_gives_way_to_any_other_write(data_folder, storage, instance,
     resources = resources_from_env()
     defs = build_definitions(resources)
     first = ingest(defs, instance)
-    assert first.ok and len(first.run_ids) == 2 and unchanged_report(fields_of(resources)) is not None
+    assert first.ok and len(first.run_ids) == 2 and unchanged_report(IngestSettings.of(resources)) is not None
     before = points_by_id(resources)
 
     # Another writer removes a video's points: the ledger no longer proves anything, the video comes back.
@@ -118,18 +117,18 @@ def test_the_ledger_gives_way_to_any_other_write(data_folder, storage, instance,
 
     with resources["qdrant"].get_store() as store:
         assert vectorstore.delete_video(store, victim) > 0
-    assert unchanged_report(fields_of(resources)) is None
+    assert unchanged_report(IngestSettings.of(resources)) is None
     repaired = ingest(defs, instance)
     assert repaired.plan.to_ingest == [str(victim)] and len(repaired.run_ids) == 1
     assert points_by_id(resources) == before
-    assert unchanged_report(fields_of(resources)) is not None
+    assert unchanged_report(IngestSettings.of(resources)) is not None
 
     # A partition deleted in the instance (say from the UI) is registered again, without a run.
     instance.delete_dynamic_partition("videos", str(victim))
-    assert unchanged_report(fields_of(resources)) is None
+    assert unchanged_report(IngestSettings.of(resources)) is None
     reregistered = ingest(defs, instance)
     assert reregistered.run_ids == [] and str(victim) in instance.get_dynamic_partitions("videos")
-    assert unchanged_report(fields_of(resources)) is not None
+    assert unchanged_report(IngestSettings.of(resources)) is not None
 
 
 @pytest.mark.slow
@@ -175,7 +174,7 @@ def test_new_chunk_settings_reingest_every_video_from_cached_windows(data_folder
 
     monkeypatch.setenv("PSTUTS_MAX_CHUNK_TOKENS", "64")  # another fingerprint; same model, same chunker windows
     resources = resources_from_env()
-    assert unchanged_report(fields_of(resources)) is None
+    assert unchanged_report(IngestSettings.of(resources)) is None
     report = ingest(build_definitions(resources), instance)
     assert report.ok and len(report.plan.to_ingest) == FEW_VIDEOS
     after = points_by_id(resources)
@@ -203,7 +202,7 @@ def test_another_model_is_another_fingerprint_and_another_cache(data_folder, sto
     fingerprint_of = fingerprint_function(renamed["embeddings"], renamed["chunker"])
     plan = reconcile(load_catalog(renamed["transcript_source"].path()), stored, fingerprint_of)
     assert sorted(plan.to_ingest) == sorted(first.plan.to_ingest) and plan.unchanged == []
-    assert unchanged_report(fields_of(renamed)) is None
+    assert unchanged_report(IngestSettings.of(renamed)) is None
 
     monkeypatch.setenv("PSTUTS_COLLECTION", "renamed_model")  # a collection holds one model's vectors
     renamed = resources_from_env()

@@ -181,10 +181,14 @@ def test_turning_chunk_context_on_reingests_and_puts_the_title_in_every_chunks_b
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("PSTUTS_TEMPORAL_WEIGHT", "-0.5", "PSTUTS_TEMPORAL_WEIGHT is -0.5; it must be a finite number of at least 0"),
-        ("PSTUTS_CHUNK_VECTOR_WEIGHT", "nan", "PSTUTS_CHUNK_VECTOR_WEIGHT is nan; it must be a finite number"),
-        ("PSTUTS_TEMPORAL_WEIGHT", "lots", "PSTUTS_TEMPORAL_WEIGHT is 'lots', not a number"),
-        ("PSTUTS_TEMPORAL_SIGMA_S", "0", "PSTUTS_TEMPORAL_SIGMA_S is '0'; it must be a positive number of seconds"),
+        (
+            "PSTUTS_TEMPORAL_WEIGHT",
+            "-0.5",
+            "PSTUTS_TEMPORAL_WEIGHT is '-0.5'; input should be greater than or equal to 0",
+        ),
+        ("PSTUTS_CHUNK_VECTOR_WEIGHT", "nan", "PSTUTS_CHUNK_VECTOR_WEIGHT is 'nan'; input should be a finite number"),
+        ("PSTUTS_TEMPORAL_WEIGHT", "lots", "PSTUTS_TEMPORAL_WEIGHT is 'lots'; input should be a valid number"),
+        ("PSTUTS_TEMPORAL_SIGMA_S", "0", "PSTUTS_TEMPORAL_SIGMA_S is '0'; input should be greater than 0"),
     ],
 )
 def test_search_settings_refuse_weights_and_widths_that_mean_nothing(monkeypatch, name, value, message):
