@@ -16,7 +16,7 @@ from pstuts_pipeline.cli.report import IngestReport
 from pstuts_pipeline.cli.sqlite_sync import batched_sqlite_syncs
 from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.defs.executors import reconstructable_job, steps_run_in_run_process
-from pstuts_pipeline.defs.instance import PID_TAG, reclaim_dead_runs, this_process_tags
+from pstuts_pipeline.defs.instance import PID_TAG, instance_home, reclaim_dead_runs, this_process_tags
 from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
 from pstuts_pipeline.defs.reconcile import (
     INGEST_JOB_NAME,
@@ -275,7 +275,7 @@ def ingest(
         resources["chunker"],
         resources["qdrant"],
     )
-    home = None if instance.is_ephemeral else Path(instance.root_directory)
+    home = instance_home(instance)
     reclaimed = reclaim_dead_runs(instance)
     on_progress(0, None, f"checking the data folder against {qdrant.collection}")
     view = observe_store(qdrant, home)

@@ -34,6 +34,11 @@ def prepare_home(home: Path | None = None) -> Path:
     return home
 
 
+def instance_home(instance: dg.DagsterInstance) -> Path | None:
+    """The instance's folder, where the ledger and the source holdings live; None for an ephemeral instance."""
+    return None if instance.is_ephemeral else Path(instance.root_directory)
+
+
 def instance_for_cli() -> dg.DagsterInstance:
     """The instance in DAGSTER_HOME, or the project's own one, created with the project's settings on first use."""
     home = prepare_home()

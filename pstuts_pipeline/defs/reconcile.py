@@ -19,7 +19,7 @@ from filelock import Timeout
 
 from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.defs.dagster_private import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from pstuts_pipeline.defs.instance import reclaim_dead_runs
+from pstuts_pipeline.defs.instance import instance_home, reclaim_dead_runs
 from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
 from pstuts_pipeline.defs.resources import (
     ChunkerResource,
@@ -280,7 +280,7 @@ def plan_tick(
     if busy:
         plan.skip_reason = f"waiting for {', '.join(busy[:5])} to finish before comparing the folder with Qdrant"
         return plan
-    home = None if instance.is_ephemeral else Path(instance.root_directory)
+    home = instance_home(instance)
     if (
         not force
         and home is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -108,7 +109,22 @@ SettingsT = TypeVar("SettingsT", bound=Settings)
 
 
 def load(model: type[SettingsT]) -> SettingsT:
-    """The model read from the environment now; a bad value is one line naming the variable, value and rule."""
+    """The model read from the environment now; a bad value is one line naming the variable, value and rule.
+
+    Made once per distinct value of its variables (pydantic-settings takes milliseconds to read the environment,
+    and a source file's records ask for their limits each), so a changed variable is still read at once.
+    """
+    return _loaded(model, tuple(os.environ.get(variable) for variable in _all_variables(model)), os.getcwd())
+
+
+@functools.cache
+def _all_variables(model: type[Settings]) -> tuple[str, ...]:
+    return tuple(variable for name in model.model_fields for variable in variables(model, name))
+
+
+@functools.lru_cache(maxsize=256)
+def _loaded(model: type[SettingsT], values: tuple[str | None, ...], cwd: str) -> SettingsT:
+    """`values` and `cwd` are the cache key: what the model is read from (cwd: a default outside a checkout)."""
     try:
         return model()
     except ValidationError as error:

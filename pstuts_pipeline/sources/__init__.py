@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from pathlib import Path
 
 from pstuts_pipeline import settings
@@ -131,11 +132,12 @@ def duplicate_errors(found: list[SourceVideo]) -> list[InputError]:
     return errors
 
 
-def load_catalog(paths: list[Path] | Path, settle_s: float = 0.0) -> Catalog:
+def load_catalog(paths: list[Path] | Path, settle_s: float = 0.0, only: Collection[str] | None = None) -> Catalog:
     """Load every source file of a folder (or the given files); a video id found twice is refused everywhere.
 
     In a folder, a file that is a link out of it is refused unread (unless PSTUTS_ALLOW_LINKS_OUTSIDE=1), and one
     written less than `settle_s` ago is not read yet; both hold back the videos it held before (see `holdings`).
+    `only` reads just those files of the folder (a run's own videos' files), with the same checks.
     """
     catalog = Catalog()
     if isinstance(paths, Path) and not paths.is_dir():
@@ -143,6 +145,8 @@ def load_catalog(paths: list[Path] | Path, settle_s: float = 0.0) -> Catalog:
         catalog.errors.append(InputError(str(paths), "is not a folder: no transcripts can be read from it"))
     root = paths.resolve() if isinstance(paths, Path) and not settings.source_limits().allow_links_outside else None
     files = source_files(paths) if isinstance(paths, Path) else list(paths)
+    if only is not None:
+        files = [path for path in files if str(path) in only]
     found: list[SourceVideo] = []
     now = time.time()
     for path in files:

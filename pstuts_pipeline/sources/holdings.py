@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 from pstuts_pipeline.sources.model import Catalog
@@ -44,6 +45,12 @@ def updated_holdings(previous: Holdings, catalog: Catalog) -> Holdings:
             current[error.holder] |= error.video_ids
     kept = {file: previous[file] for file in unsure if file in previous}
     return current | kept
+
+
+def files_holding(holdings: Holdings, videos: Collection[int]) -> set[str] | None:
+    """The files that held these videos at their last good read; None when one of them is in no file we know of."""
+    known = set().union(*holdings.values()) if holdings else set()
+    return {file for file, held in holdings.items() if not held.isdisjoint(videos)} if set(videos) <= known else None
 
 
 def write_holdings(home: Path | None, folder: Path, holdings: Holdings) -> None:

@@ -247,7 +247,8 @@ def test_runs_hold_at_most_the_limit_of_consecutive_partitions():
 
 @pytest.mark.slow
 def test_bfloat16_is_another_model_id_with_nearly_the_same_vectors():
-    exact, fast = embedding.EmbeddingSpec(), embedding.EmbeddingSpec(precision="bfloat16")
+    exact = embedding.EmbeddingSpec(backend="torch")
+    fast = embedding.EmbeddingSpec(precision="bfloat16", backend="torch")
     assert fast.model_id == f"{exact.model_id}@bfloat16" and embedding.cache_namespace(
         fast
     ) != embedding.cache_namespace(exact)
@@ -256,4 +257,4 @@ def test_bfloat16_is_another_model_id_with_nearly_the_same_vectors():
     b = np.array(embedding.load_embeddings(fast).embed_documents(texts))
     assert not np.array_equal(a, b) and (a * b).sum(axis=1).min() > 0.999
     with pytest.raises(ValueError, match="PSTUTS_EMBEDDING_PRECISION is 'float16'"):
-        embedding.load_embeddings(embedding.EmbeddingSpec(precision="float16"))
+        embedding.load_embeddings(embedding.EmbeddingSpec(precision="float16", backend="torch"))

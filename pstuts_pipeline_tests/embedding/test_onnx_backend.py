@@ -116,7 +116,7 @@ def exports(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def torch_vectors() -> np.ndarray:
-    return np.array(embedding.load_embeddings(embedding.EmbeddingSpec()).embed_documents(TEXTS))
+    return np.array(embedding.load_embeddings(embedding.EmbeddingSpec(backend="torch")).embed_documents(TEXTS))
 
 
 @pytest.mark.slow

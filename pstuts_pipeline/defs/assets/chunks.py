@@ -2,6 +2,7 @@
 
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
@@ -11,10 +12,11 @@ from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking import chunker as chunking
 from pstuts_pipeline.chunking.transcripts import Phrase, TimeRepairs, repair_times
 from pstuts_pipeline.defs.dagster_private import add_metadata_by_partition
-from pstuts_pipeline.defs.instance import record_run_process
+from pstuts_pipeline.defs.instance import instance_home, record_run_process
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, TranscriptSource
-from pstuts_pipeline.sources import VIDEO_FIELDS, SourceVideo, load_catalog
+from pstuts_pipeline.sources import VIDEO_FIELDS, Catalog, SourceVideo, load_catalog
+from pstuts_pipeline.sources.holdings import files_holding, read_holdings
 
 # Several videos in one run share one model load and one batch of embeddings.
 SINGLE_RUN = dg.BackfillPolicy.single_run()
@@ -70,17 +72,32 @@ def report_partitions(
     context.log.info(f"{context.asset_key.to_user_string()}: {len(by_partition)} videos; {summary}")
 
 
+def own_videos_catalog(folder: Path, home: Path | None, wanted: set[int]) -> Catalog:
+    """The files that held these videos at the last reconcile, or the whole folder when one has moved since.
+
+    A range run of 100 videos out of 10,000 reads one file of 100 in 0.7 s instead of the folder in 81 s. The
+    reconcile that planned the run read the whole folder (and refused ids found twice); a copy of a video added to
+    another file since is seen by the next one.
+    """
+    held = files_holding(read_holdings(home, folder), wanted)
+    if held is not None:
+        catalog = load_catalog(folder, only=held)
+        if all(video in catalog.bad_video_ids or str(video) in catalog.videos for video in wanted):
+            return catalog
+    return load_catalog(folder)
+
+
 @dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP, kinds={"json"})
 def raw_transcripts(context: dg.AssetExecutionContext, transcript_source: TranscriptSource) -> dict[str, SourceVideo]:
     """The video from the data folder, in whatever format, validated, with its file and content hash."""
     record_run_process(context)  # lets a later tick reclaim this run if its process is killed
-    catalog = load_catalog(transcript_source.path())
-    wanted = context.partition_keys
+    folder, wanted = transcript_source.path(), context.partition_keys
     wanted_ids = {int(k) for k in wanted}
+    catalog = own_videos_catalog(folder, instance_home(context.instance), wanted_ids)
     # A summary line of a file with many bad records covers several videos: it is the reason for each of them.
     problems = [str(e) for e in catalog.errors if e.video_ids & wanted_ids]
     missing = [k for k in wanted if k not in catalog.videos and int(k) not in catalog.bad_video_ids]
-    problems += [f"video {k} is in no file of {transcript_source.path()}" for k in missing]
+    problems += [f"video {k} is in no file of {folder}" for k in missing]
     if problems:
         raise dg.Failure(description="\n".join(problems), allow_retries=False)
     videos = {k: catalog.videos[k] for k in wanted}
