@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.pstuts_vqa import PSTUTS_DIR
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR
 
 TOP = 5
 GRID = np.round(np.arange(0.0, 1.0001, 0.01), 2)

@@ -27,31 +27,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.dagster_dev_path import free_port, http_json
-from benchmarks.ingest_speed import PSTUTS_DIR, REPO, Workspace, load, machine, pstuts_command
 from pstuts_pipeline.answers import metrics as answer_metrics
 from pstuts_pipeline.search import evaluation
+from pstuts_pipeline_tests.support import REPO
+from pstuts_pipeline_tests.support.browser import CHROMIUM_FLAGS, wait_until
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR
+from pstuts_pipeline_tests.support.servers import free_port, http_json
+from pstuts_pipeline_tests.support.workspace import Workspace, load, machine, pstuts_command
 
 PAGE_FILES = ("/", "/static/app.js", "/static/style.css")
 CHAT_MODEL = "smollm2-135m-instruct"
 CHAT_GGUF = (
     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pstuts/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 )
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
-CHROMIUM_FLAGS += ["--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def wait_until(page, expression: str, arg: object = None, timeout_s: float = 20.0) -> None:  # noqa: ANN001
-    """Wait until `expression` (a JS expression or function of `arg`) is true on the page, polling from here.
-
-    Playwright's `wait_for_function` re-evaluates its predicate inside the page with eval, which the page's CSP
-    (script-src 'self') refuses whenever the first check is not already true; `page.evaluate` is not bound by it.
-    """
-    deadline = time.monotonic() + timeout_s
-    while not page.evaluate(expression, arg):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not true after {timeout_s} s: {expression}")
-        time.sleep(0.02)
 
 
 def wait_for(url: str, process: subprocess.Popen, what: str, timeout: float = 180) -> None:

@@ -3,7 +3,7 @@
 Run from the checkout:  .venv/bin/python -m benchmarks.distributed_ingest [--json out.json]
 
 Each mode starts from nothing (a fresh storage folder: an empty Qdrant and embedding cache). In-process: `pstuts
-ingest` as a child process. Celery: a fresh cluster (pstuts_pipeline_tests/cluster.py: Redis, PostgreSQL, N
+ingest` as a child process. Celery: a fresh cluster (pstuts_pipeline_tests/support/cluster.py: Redis, PostgreSQL, N
 `dagster-celery worker` with one pool process each (`-c 1`)), then `pstuts ingest` with PSTUTS_EXECUTOR=celery. For
 every process: wall seconds of the ingest, CPU seconds spent during it (the ingest child by wait4; workers, Redis
 and PostgreSQL with their reaped children by psutil, after minus before), and peak RSS (wait4's ru_maxrss; VmHWM of
@@ -14,17 +14,13 @@ average is printed with the results.
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import psutil
 
-from benchmarks.ingest_speed import Run, Workspace, load, pstuts_command, run_child
-from benchmarks.pstuts_vqa import PSTUTS_DIR, link_into
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "pstuts_pipeline_tests"))
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR, link_into
+from pstuts_pipeline_tests.support.workspace import Run, Workspace, load, pstuts_command, run_child
 
 
 def tree(process: psutil.Process) -> list[psutil.Process]:
@@ -74,7 +70,7 @@ def cluster_processes(cluster) -> dict[str, psutil.Process]:  # noqa: ANN001 - c
 
 def measure_celery(files: list[Path], root: Path, workers: int) -> list[dict]:
     """A fresh cluster with `workers` workers, then `pstuts ingest` on it: one row per process."""
-    from cluster import celery_cluster
+    from pstuts_pipeline_tests.support.cluster import celery_cluster
 
     with celery_cluster(workers) as cluster:
         link_into(cluster.root / "data", files)

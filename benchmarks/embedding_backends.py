@@ -28,8 +28,9 @@ import time
 import warnings
 from pathlib import Path
 
-from benchmarks.ingest_speed import Workspace, load, machine, pstuts_command, reference, run_child, snapshot_code
-from benchmarks.pstuts_vqa import PSTUTS_DIR, link_into
+from benchmarks.ingest_speed import reference, snapshot_code
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR, link_into
+from pstuts_pipeline_tests.support.workspace import Workspace, load, machine, pstuts_command, run_child
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 FILES = [PSTUTS_DIR / "train.json", PSTUTS_DIR / "dev.json"]

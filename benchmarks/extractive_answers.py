@@ -14,10 +14,10 @@ import json
 import random
 from pathlib import Path
 
-from benchmarks.pstuts_vqa import PSTUTS_DIR
 from pstuts_pipeline.answers import metrics
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.search import evaluation
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR
 
 
 def main() -> None:

@@ -79,8 +79,9 @@ def generate(kind: str, size: int, folder: Path) -> None:
 def work(folder: Path) -> dict[str, object]:
     """What one worker measures: the domain steps of an ingest before embedding."""
     from pstuts_pipeline.chunking.chunker import ChunkerSettings, timed_chunks
-    from pstuts_pipeline.chunking.transcripts import load_catalog, repair_times
+    from pstuts_pipeline.chunking.time_repair import repair_times
     from pstuts_pipeline.embedding import EmbeddingSpec, bundled_model_path, token_counter
+    from pstuts_pipeline.sources import load_catalog
 
     count = token_counter(EmbeddingSpec(model=str(bundled_model_path())))
     count("warm up")

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import psutil
 
-from benchmarks.ask_page import CHROMIUM_FLAGS, child
-from benchmarks.dagster_dev_path import free_port
-from benchmarks.ingest_speed import load, machine
+from benchmarks.ask_page import child
+from pstuts_pipeline_tests.support.browser import CHROMIUM_FLAGS
+from pstuts_pipeline_tests.support.servers import free_port
+from pstuts_pipeline_tests.support.workspace import load, machine
 
 PAGE = "/assets/qdrant_collection?view=partitions"
 

@@ -14,11 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.pstuts_vqa import PSTUTS_DIR
 from benchmarks.store_growth import COPIES_PER_FILE, copies_file
 from pstuts_pipeline.defs.assets.chunks import own_videos_catalog
 from pstuts_pipeline.sources import load_catalog
 from pstuts_pipeline.sources.reconciliation import reconcile_folder
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR
 
 
 def timed(work) -> float:  # noqa: ANN001 - a callable

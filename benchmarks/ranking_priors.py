@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.pstuts_vqa import PSTUTS_DIR
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR
 
 GRID = (-0.5, -0.2, 0.1, 0.2, 0.3, 0.5, 0.8)
 NAMES = ("hit@1", "link@1", "mrr@10", "hit@5")

@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.pstuts_vqa import PSTUTS_DIR, REPO
+from pstuts_pipeline_tests.support import REPO
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR
 
 PSTUTS = Path(sys.executable).with_name("pstuts")
 CAPTION = "9004-sharpen-with-unsharp-mask"

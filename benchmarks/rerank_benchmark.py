@@ -21,9 +21,9 @@ import time
 import warnings
 from pathlib import Path
 
-from benchmarks.pstuts_vqa import link_into
 from benchmarks.tune_embedder import PSTUTS_DIR, ingest_collection
 from pstuts_pipeline.training.reranker import RerankerSettings
+from pstuts_pipeline_tests.support.pstuts_vqa import link_into
 
 DEPTH = 10
 RERANKER_DEFAULTS = RerankerSettings()

@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 
 from benchmarks.ask_page import child, percentiles
-from benchmarks.ingest_speed import Workspace, pstuts_command, run_child
-from benchmarks.pstuts_vqa import PSTUTS_DIR
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR
+from pstuts_pipeline_tests.support.workspace import Workspace, pstuts_command, run_child
 
 FILES = [PSTUTS_DIR / "train.json", PSTUTS_DIR / "dev.json"]
 ID_OFFSET = 1_000_000  # copy K of video V is video V + K * ID_OFFSET
@@ -78,11 +78,11 @@ def templates(space: Workspace) -> dict[int, list]:
 def bulk_write(space: Workspace, files: list[Path], models: dict[int, list]) -> int:
     """The copies' points, as `pstuts ingest` would store them but with the originals' vectors; videos written."""
     from pstuts_pipeline.chunking.chunker import TimedChunk
-    from pstuts_pipeline.chunking.transcripts import Phrase, normalize_text
+    from pstuts_pipeline.chunking.time_repair import Phrase
     from pstuts_pipeline.defs.resources import fingerprint_function, resources_from_env
     from pstuts_pipeline.search import vectorstore
     from pstuts_pipeline.search.edge_store import EdgeStore
-    from pstuts_pipeline.sources import load_catalog
+    from pstuts_pipeline.sources import load_catalog, normalize_text
 
     os.environ.update(space.env())
     resources = resources_from_env()
@@ -185,7 +185,7 @@ def worker_json(space: Workspace, name: str, args: list[str]) -> dict:
 
 def ask_page(space: Workspace, questions: list[str]) -> dict:
     """`pstuts serve` with CLIENTS clients asking PER_CLIENT questions each, all at once: seconds per answer."""
-    from servers import free_port, http_json
+    from pstuts_pipeline_tests.support.servers import free_port, http_json
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -250,7 +250,6 @@ def main() -> None:
     if args.tick_worker:
         return tick_worker()
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pstuts_pipeline_tests"))  # servers.py
     from pstuts_pipeline.search.evaluation import load_questions
 
     questions = [q.text for q in load_questions([PSTUTS_DIR / "dev.json"])][: max(QUESTIONS, CLIENTS * PER_CLIENT)]

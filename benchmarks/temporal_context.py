@@ -23,9 +23,9 @@ import time
 import warnings
 from pathlib import Path
 
-from benchmarks.pstuts_vqa import link_into
 from benchmarks.rerank_benchmark import NAMES
 from benchmarks.tune_embedder import PSTUTS_DIR, ingest_collection
+from pstuts_pipeline_tests.support.pstuts_vqa import link_into
 
 DEPTH = 10
 # Chunks average about 50 s (405 on train + dev's 65 videos), so neighbours' midpoints are ~50 s apart: a sigma
@@ -51,7 +51,7 @@ def stored_videos(store) -> dict[int, list]:  # noqa: ANN001
 def chunk_of(record):  # noqa: ANN001, ANN201
     """The TimedChunk a stored point was built from (its phrases' ids, texts and times)."""
     from pstuts_pipeline.chunking.chunker import TimedChunk
-    from pstuts_pipeline.chunking.transcripts import Phrase
+    from pstuts_pipeline.chunking.time_repair import Phrase
 
     meta, text = record.payload["metadata"], record.payload["page_content"]
     phrases = tuple(

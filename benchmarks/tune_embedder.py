@@ -16,7 +16,7 @@ import time
 import warnings
 from pathlib import Path
 
-from benchmarks.pstuts_vqa import PSTUTS_DIR, link_into
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR, link_into
 
 REPO = Path(__file__).resolve().parents[1]
 SEARCH_DEPTH = 10

@@ -7,7 +7,8 @@ import dagster as dg
 from pstuts_pipeline import settings
 from pstuts_pipeline.defs.assets import evaluation_assets, ingestion_assets, tuning_assets
 from pstuts_pipeline.defs.checks import pipeline_checks
-from pstuts_pipeline.defs.executors import executor_from_settings
+from pstuts_pipeline.defs.executors import executor_from_settings, steps_run_in_run_process
+from pstuts_pipeline.defs.instance import RunTags
 from pstuts_pipeline.defs.io_managers import PartitionedJsonIOManager
 from pstuts_pipeline.defs.jobs import ingest_videos_job, remove_videos_job
 from pstuts_pipeline.defs.resources import resources_from_env
@@ -48,7 +49,12 @@ def build_definitions(
     torch, the project and the model load once per run (the multiprocess executor starts a fresh interpreter for
     each of the six steps). `celery` sends each step to a worker, which keeps the model loaded between steps.
     """
-    resources = {**resources_from_env(), **(resources or {})}
+    executor = executor or executor_from_settings()
+    resources = {
+        **resources_from_env(),
+        "run_tags": RunTags(tag_process=steps_run_in_run_process(executor)),
+        **(resources or {}),
+    }
     model_id = getattr(resources.get("embeddings"), "model_id", None)
     assets = with_embedder_version(ingestion_assets, model_id) if model_id else ingestion_assets
     operations = settings.load(settings.OperationsSettings)
@@ -63,7 +69,7 @@ def build_definitions(
             "io_manager": PartitionedJsonIOManager(base_path=settings.paths().io_path),
             **resources,
         },
-        executor=executor or executor_from_settings(),
+        executor=executor,
     )
 
 

@@ -1,6 +1,6 @@
 """Shared fixtures: the PsTuts-VQA splits (PSTUTS_VQA_DIR), isolated storage and Dagster instance, the sample and dev
 videos ingested once per session (tests and modules get copies), the keyed embedding server (plain helpers are in
-helpers.py)."""
+support/helpers.py)."""
 
 import json
 import os
@@ -11,22 +11,22 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import (
+
+from pstuts_pipeline.cli.ingest import ingest
+from pstuts_pipeline.definitions import build_definitions
+from pstuts_pipeline.defs.instance import DEFAULT_INSTANCE_YAML
+from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline.search import evaluation
+from pstuts_pipeline.sources import load_catalog
+from pstuts_pipeline_tests.support.helpers import (
     SAMPLE,
     HashEmbeddings,
     copy_storage,
     run_ingest,
     write_data,
 )
-from servers import embedding_server, skip_or_fail
-
-from benchmarks.pstuts_vqa import PSTUTS_DIR
-from pstuts_pipeline.chunking.transcripts import load_catalog
-from pstuts_pipeline.cli.ingest import ingest
-from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.defs.instance import DEFAULT_INSTANCE_YAML
-from pstuts_pipeline.defs.resources import resources_from_env
-from pstuts_pipeline.search import evaluation
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR
+from pstuts_pipeline_tests.support.servers import embedding_server, skip_or_fail
 
 warnings.filterwarnings("ignore", module="dagster")
 

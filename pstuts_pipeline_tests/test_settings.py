@@ -24,7 +24,7 @@ from pstuts_pipeline.sources import load_catalog
 PACKAGE = Path(settings.__file__).parent.parent
 CONFIGURATION = PACKAGE.parent / "docs" / "configuration.md"
 # Setting up the process, not reading a setting: DAGSTER_HOME for the processes the CLI starts.
-WRITES = {"cli/app.py", "defs/instance.py"}
+WRITES = {"cli/commands/dev.py", "defs/instance.py"}
 
 
 def environment_uses(path: Path) -> list[str]:

@@ -6,10 +6,10 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from helpers import flip_byte
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.embedding import EmbeddingSpec, ModelIntegrityError, bundled_model_path, verify_bundled_model
+from pstuts_pipeline_tests.support.helpers import flip_byte
 
 REPO = Path(__file__).resolve().parents[1]
 

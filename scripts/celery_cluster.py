@@ -6,7 +6,8 @@
     dagster-daemon run -f deploy/celery/definitions.py                # the sensor launches runs onto them
     .venv/bin/python scripts/celery_cluster.py down                  # stops everything, removes its folder
 
-Each service runs on a free port in one temporary folder (pstuts_pipeline_tests/cluster.py, which the tests use);
+Each service runs on a free port in one temporary folder (pstuts_pipeline_tests/support/cluster.py, which the tests
+use, imported from the installed project: `make setup` installs it editable);
 `up` holds them until `down` (or Ctrl-C, or SIGTERM) and then stops every process group it started.
 """
 
@@ -21,15 +22,13 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "pstuts_pipeline_tests"), str(REPO)]
 STATE = Path(tempfile.gettempdir()) / "pstuts-celery-cluster.json"
 EXPORTED = ("DAGSTER_HOME", "DAGSTER_PG_", "PSTUTS_", "PATH")
 
 
 def up(workers: int) -> None:
     """Start the cluster, write where it is to STATE, and hold it until SIGTERM or Ctrl-C."""
-    from cluster import celery_cluster
+    from pstuts_pipeline_tests.support.cluster import celery_cluster
 
     if STATE.exists():
         raise SystemExit(f"a cluster is already up ({STATE}); `{sys.argv[0]} down` first")

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pstuts_pipeline.chunking.transcripts import Phrase
+from pstuts_pipeline.chunking.time_repair import Phrase
 from pstuts_pipeline.settings import ChunkingSettings
 from pstuts_pipeline.settings.base import default
 

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from pstuts_pipeline.chunking.chunker import TimedChunk
-from pstuts_pipeline.chunking.transcripts import Phrase
+from pstuts_pipeline.chunking.time_repair import Phrase
 
 
 def _compact(text: str) -> str:

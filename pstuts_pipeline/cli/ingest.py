@@ -14,7 +14,6 @@ import dagster as dg
 
 from pstuts_pipeline.cli.report import IngestReport
 from pstuts_pipeline.cli.sqlite_sync import batched_sqlite_syncs
-from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.defs.executors import reconstructable_job, steps_run_in_run_process
 from pstuts_pipeline.defs.instance import PID_TAG, instance_home, reclaim_dead_runs, this_process_tags
 from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
@@ -30,6 +29,7 @@ from pstuts_pipeline.redaction import redact
 from pstuts_pipeline.search import fingerprints
 from pstuts_pipeline.settings import source_limits
 from pstuts_pipeline.sources import Catalog, source_files
+from pstuts_pipeline.sources import ledger as ledgers
 from pstuts_pipeline.sources.reconciliation import reconcile, reconcile_folder
 
 # What a run returns: executed in this process, or orchestrated from it with its steps elsewhere (Celery).

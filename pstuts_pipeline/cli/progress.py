@@ -16,7 +16,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from pstuts_pipeline.progress import timing
+from pstuts_pipeline.training.skeleton import timing
 
 
 def own_stream(console: Console) -> Console:

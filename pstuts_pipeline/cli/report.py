@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.search import fingerprints
 from pstuts_pipeline.settings import ChunkingSettings, EmbeddingSettings, StoreSettings, load, paths
+from pstuts_pipeline.sources import ledger as ledgers
 from pstuts_pipeline.sources import source_files
 from pstuts_pipeline.sources.reconciliation import Reconciliation, reconcile_folder
 

@@ -2,7 +2,6 @@
 
 - The partition-range tags: a `dg.RunRequest` for a range of dynamic partitions (one run per range of videos, so
   the model loads once) has no public parameter; these tags are what Dagster's own backfills set.
-- `DagsterInvalidPropertyError`: how an asset invoked directly (unit tests) says it has no run to tag.
 - `AssetCheckEvaluationTargetMaterializationData`: a check that reports each partition of a range run on its own
   (`dg.AssetCheckEvaluation(partition=...)`) names the materialization it checked with it.
 - `BulkActionsFilter` / `BulkActionStatus`: the only way to ask the instance for backfills still in progress.
@@ -18,7 +17,6 @@ from collections.abc import Mapping
 
 import dagster as dg
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
-from dagster._core.errors import DagsterInvalidPropertyError
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
@@ -46,6 +44,5 @@ __all__ = [
     "AssetCheckEvaluationTargetMaterializationData",
     "BulkActionStatus",
     "BulkActionsFilter",
-    "DagsterInvalidPropertyError",
     "add_metadata_by_partition",
 ]

@@ -6,9 +6,8 @@ import socket
 from pathlib import Path
 
 import dagster as dg
+from pydantic import Field
 
-from pstuts_pipeline.defs.dagster_private import DagsterInvalidPropertyError
-from pstuts_pipeline.defs.executors import steps_run_in_run_process
 from pstuts_pipeline.settings import paths
 
 # The settings `pstuts ingest` and `pstuts dev` (`make dev`) write to a DAGSTER_HOME that has no dagster.yaml yet.
@@ -16,6 +15,11 @@ DEFAULT_INSTANCE_YAML = (Path(__file__).with_name("dagster.yaml")).read_text()
 PID_TAG = "pstuts/pid"
 HOST_TAG = "pstuts/host"
 STARTED_TAG = "pstuts/process_started"
+# Who asked for a run (sensor, schedule, cli, manual) and why, shown with the run in the UI.
+TRIGGER_TAG = "pstuts/trigger"
+REASON_TAG = "pstuts/reason"
+MANUAL_TRIGGER = "manual"
+MANUAL_REASON = "launched by hand (the UI, a backfill or Dagster's CLI)"
 UNFINISHED = [
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,
@@ -64,20 +68,33 @@ def this_process_tags() -> dict[str, str]:
     return {PID_TAG: str(pid), HOST_TAG: socket.gethostname(), STARTED_TAG: process_start_time(pid) or ""}
 
 
-def record_run_process(context: dg.OpExecutionContext | dg.AssetExecutionContext) -> None:
-    """Tag the run with the process executing it (the run worker, or `pstuts ingest` itself).
+class RunTags(dg.ConfigurableResource):
+    """Tags a run as it sets up its resources: with the process executing it, so that a later tick can tell the run's
+    process was killed (`reclaim_dead_runs`), and with why it runs when nobody said (a run launched by hand). The
+    assets and ops that start a run's work require it.
 
-    Only a step that runs in the run's own process can say which process that is: a step on a Celery worker would
-    tag the worker, and the run would be failed as dead when that worker stops, while it is alive and waiting.
+    Only a process that runs the run's steps itself can say it is the run's process: a step on a Celery worker would
+    tag the worker, and the run would be failed as dead when that worker stops while the run waits on another.
+    `definitions.py` sets `tag_process` from the code location's executor.
     """
-    try:
-        run = context.run
-    except DagsterInvalidPropertyError:  # invoked directly (unit tests): there is no run to tag
-        return
-    if not steps_run_in_run_process(context.job_def.executor_def):
-        return
-    if run.tags.get(PID_TAG) != str(os.getpid()):
-        context.instance.add_run_tags(context.run_id, this_process_tags())
+
+    tag_process: bool = Field(
+        default=True, description="Tag runs with this process (false when steps run on other processes, e.g. Celery)."
+    )
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        run = context.dagster_run  # None when an asset is invoked directly (unit tests): no run to tag
+        if run is None or context.instance is None:
+            return
+        tags: dict[str, str] = {}
+        # The sensor, the schedules and `pstuts ingest` say why; a run without a reason was launched by hand.
+        if REASON_TAG not in run.tags:
+            tags |= {TRIGGER_TAG: MANUAL_TRIGGER, REASON_TAG: MANUAL_REASON}
+        # `pstuts ingest` tags its runs with its own process when it creates them: nothing to add then.
+        if self.tag_process and run.tags.get(PID_TAG) != str(os.getpid()):
+            tags |= this_process_tags()
+        if tags:
+            context.instance.add_run_tags(run.run_id, tags)
 
 
 def process_is_gone(tags: dict[str, str]) -> bool:

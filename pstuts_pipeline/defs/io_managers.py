@@ -15,7 +15,7 @@ from pydantic import Field
 from upath import UPath
 
 from pstuts_pipeline.chunking.chunker import TimedChunk
-from pstuts_pipeline.chunking.transcripts import Phrase
+from pstuts_pipeline.chunking.time_repair import Phrase
 from pstuts_pipeline.settings import paths
 from pstuts_pipeline.sources import SourceVideo
 

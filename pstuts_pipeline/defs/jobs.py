@@ -3,7 +3,7 @@
 import dagster as dg
 
 from pstuts_pipeline.defs.assets import ingestion_assets
-from pstuts_pipeline.defs.instance import record_run_process
+from pstuts_pipeline.defs.instance import RunTags
 from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
 from pstuts_pipeline.defs.reconcile import INGEST_JOB_NAME, REMOVE_JOB_NAME
 from pstuts_pipeline.defs.resources import QdrantResource
@@ -23,9 +23,13 @@ class RemovedVideosConfig(dg.Config):
 
 
 @dg.op
-def delete_video_points(context: dg.OpExecutionContext, config: RemovedVideosConfig, qdrant: QdrantResource) -> None:
+def delete_video_points(
+    context: dg.OpExecutionContext,
+    config: RemovedVideosConfig,
+    qdrant: QdrantResource,
+    run_tags: RunTags,  # its setup tags the run with its process (reclaimed if killed) and why it runs
+) -> None:
     """Delete the points and the partitions of videos that are no longer in the data folder."""
-    record_run_process(context)
     known = set(context.instance.get_dynamic_partitions(VIDEO_PARTITIONS))
     removed: dict[int, int] = {}
     with qdrant.get_store() as store:

@@ -17,9 +17,8 @@ from pathlib import Path
 import dagster as dg
 from filelock import Timeout
 
-from pstuts_pipeline.defs import ledger as ledgers
 from pstuts_pipeline.defs.dagster_private import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from pstuts_pipeline.defs.instance import instance_home, reclaim_dead_runs
+from pstuts_pipeline.defs.instance import REASON_TAG, TRIGGER_TAG, instance_home, reclaim_dead_runs
 from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
 from pstuts_pipeline.defs.resources import (
     ChunkerResource,
@@ -32,6 +31,7 @@ from pstuts_pipeline.redaction import strip_credentials
 from pstuts_pipeline.search import fingerprints
 from pstuts_pipeline.settings import source_limits
 from pstuts_pipeline.sources import Catalog, source_files
+from pstuts_pipeline.sources import ledger as ledgers
 from pstuts_pipeline.sources.reconciliation import REMOVED_REASON, Reconciliation, reconcile_folder
 
 INGEST_JOB_NAME = "ingest_videos"
@@ -168,8 +168,8 @@ def ingest_run_requests(
                 tags={
                     ASSET_PARTITION_RANGE_START_TAG: first,
                     ASSET_PARTITION_RANGE_END_TAG: last,
-                    "pstuts/trigger": trigger,
-                    "pstuts/reason": "; ".join(reasons)[:200],
+                    TRIGGER_TAG: trigger,
+                    REASON_TAG: "; ".join(reasons)[:200],
                     "pstuts/videos": str(len(keys)),
                 },
             )
@@ -185,7 +185,7 @@ def removal_run_request(result: Reconciliation, trigger: str, run_key: RunKey | 
         run_key=run_key("remove", result.removed) if run_key else None,
         job_name=REMOVE_JOB_NAME,
         run_config={"ops": {"delete_video_points": {"config": {"video_ids": [int(k) for k in result.removed]}}}},
-        tags={"pstuts/trigger": trigger, "pstuts/reason": REMOVED_REASON},
+        tags={TRIGGER_TAG: trigger, REASON_TAG: REMOVED_REASON},
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pstuts_pipeline.chunking.transcripts import repair_times
+from pstuts_pipeline.chunking.time_repair import repair_times
 from pstuts_pipeline.sources import Catalog, load_catalog
 
 KS = (1, 3, 5, 10)

@@ -28,9 +28,18 @@ def _surrogate_at(text: str) -> int | None:
     return next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), None)
 
 
-def checked_question(text: str) -> str:
-    """The question stripped, or QuestionError naming what is wrong with it."""
+def checked_question(text: str, from_command_line: bool = False) -> str:
+    """The question stripped, or QuestionError naming what is wrong with it.
+
+    On a command line, a question typed in another encoding arrives with its undecodable bytes as lone surrogates:
+    the advice is then the terminal's locale.
+    """
     at = _surrogate_at(text)
+    if at is not None and from_command_line:
+        raise QuestionError(
+            f"the question is not UTF-8 text (byte {at} cannot be read): set a UTF-8 locale, "
+            "or give the question in UTF-8"
+        )
     if at is not None:
         raise QuestionError(f"the question is not valid Unicode text (character {at} cannot be read): give it as UTF-8")
     stripped = text.strip()

@@ -11,7 +11,6 @@ from typing import Any
 
 from pstuts_pipeline.embedding.checksums import sha256_file
 from pstuts_pipeline.embedding.versions import BASE_MODEL_NAME, NOTE, Draft, Log
-from pstuts_pipeline.progress import timing
 
 
 def library_versions() -> dict[str, str]:
@@ -50,6 +49,18 @@ def native_bf16() -> bool:
 def shown_metrics(logs: dict[str, Any]) -> dict[str, Any]:
     """A trainer log line with floats to 4 significant digits: a learning rate of 5e-05 must not print as 0.0."""
     return {k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in logs.items()}
+
+
+def timing(done: int, total: int | None, elapsed: float, unit: str) -> str:
+    """The training log's and the CLI's progress text: '95 s elapsed, 0.52 steps/s, about 240 s left'.
+
+    Only the elapsed time until some units are done.
+    """
+    text = f"{elapsed:.0f} s elapsed"
+    if total and 0 < done < total and elapsed > 0:
+        rate = done / elapsed
+        text += f", {rate:.2f} {unit}/s, about {(total - done) / rate:.0f} s left"
+    return text
 
 
 def progress_callback(log: Log):  # -> transformers.TrainerCallback, imported lazily

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pstuts_pipeline.chunking import chunker as chunking
-from pstuts_pipeline.chunking.transcripts import repair_times
+from pstuts_pipeline.chunking.time_repair import repair_times
 from pstuts_pipeline.embedding import models, versions
 from pstuts_pipeline.embedding.checksums import sha256_file
 from pstuts_pipeline.settings import offline_model_hub, paths

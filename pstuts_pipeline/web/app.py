@@ -13,8 +13,9 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from pstuts_pipeline.search import vectorstore
+from pstuts_pipeline.search.collection import CollectionUnavailable
 from pstuts_pipeline.search.questions import QuestionError, checked_question, excerpt
-from pstuts_pipeline.web.engine import CollectionUnavailable, Engine
+from pstuts_pipeline.web.engine import Engine
 from pstuts_pipeline.web.media import MEDIA_ROUTE
 from pstuts_pipeline.web.schemas import AskReply, AskRequest, Problem, Status
 

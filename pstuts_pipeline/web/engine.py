@@ -20,6 +20,7 @@ from langchain_core.language_models import BaseChatModel
 from pstuts_pipeline.answers.answering import Answer, answer_documents, mmss
 from pstuts_pipeline.answers.chat import ChatSettings, chat_model
 from pstuts_pipeline.search import confidence, reranking, retrieval
+from pstuts_pipeline.search.collection import CollectionUnavailable, require_points
 from pstuts_pipeline.search.langchain_retriever import result_document
 from pstuts_pipeline.web.held_store import HeldStore
 from pstuts_pipeline.web.media import MediaIndex, player
@@ -31,10 +32,6 @@ if TYPE_CHECKING:
 StoreOpener = Callable[[], contextlib.AbstractContextManager["Store"]]
 # How long a question waits for a local store that another process (an ingest) is writing.
 LOCK_TIMEOUT_S = 10.0
-
-
-class CollectionUnavailable(RuntimeError):
-    """The collection cannot answer yet (missing, empty, or held by another process); the message says what to do."""
 
 
 @dataclass
@@ -105,19 +102,11 @@ class Engine:
                 f"{error} another process (an ingest?) is writing the Qdrant store: ask again when it is done"
             ) from None
 
-    def _require_points(self, store: Store) -> int:
-        if not store.exists():
-            raise CollectionUnavailable(f"collection {self.collection!r} does not exist yet: run `pstuts ingest` first")
-        points = store.count()
-        if not points:
-            raise CollectionUnavailable(f"collection {self.collection!r} is empty: run `pstuts ingest` on your data")
-        return points
-
     def status(self) -> Status:
         """What the page says before a question: the collection's size and how answers are written."""
         try:
             with self._opened() as store:
-                points, problem = self._require_points(store), None
+                points, problem = require_points(store), None
         except CollectionUnavailable as error:
             points, problem = 0, str(error)
         return Status(
@@ -127,7 +116,7 @@ class Engine:
     def ask(self, question: str, top_k: int) -> AskReply:
         """Search, let go of the store, then answer (chat model or extractive) citing only retrieved moments."""
         with self._opened() as store:
-            self._require_points(store)
+            require_points(store)
             found = retrieval.search(store, self.embeddings, self.model_id, question, top_k, reranker=self.reranker)
         documents = [result_document(r) for r in found]
         answer = answer_documents(question, documents, self.llm, self.chat, self.min_confidence)

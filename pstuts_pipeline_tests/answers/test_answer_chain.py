@@ -10,7 +10,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from servers import CHAT_MODEL, chat_server
 
 from pstuts_pipeline.answers import answering
 from pstuts_pipeline.answers import metrics as answer_metrics
@@ -18,6 +17,7 @@ from pstuts_pipeline.answers.chat import ChatSettings
 from pstuts_pipeline.defs.assets.answers import answer_evaluation
 from pstuts_pipeline.defs.resources import ChatModelResource
 from pstuts_pipeline.search.langchain_retriever import PstutsRetriever
+from pstuts_pipeline_tests.support.servers import CHAT_MODEL, chat_server
 
 pytestmark = pytest.mark.slow
 QUESTIONS = 4

@@ -7,13 +7,13 @@ import pytest
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from servers import FakeChatServer
 
 from pstuts_pipeline.answers import answering
 from pstuts_pipeline.answers import metrics as answer_metrics
 from pstuts_pipeline.answers.answering import Citation
 from pstuts_pipeline.answers.chat import ChatSettings, redact
 from pstuts_pipeline.search.evaluation import Question
+from pstuts_pipeline_tests.support.servers import FakeChatServer
 
 KEY = "sk-test-" + "a1b2c3d4e5f6g7h8"
 

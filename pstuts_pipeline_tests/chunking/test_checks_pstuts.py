@@ -9,13 +9,12 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import copy_storage, stored_points
 from langchain_core.documents import Document
 from qdrant_client import models
 
 from pstuts_pipeline.chunking import validation
 from pstuts_pipeline.chunking.chunker import TimedChunk
-from pstuts_pipeline.chunking.transcripts import Phrase, normalize_text
+from pstuts_pipeline.chunking.time_repair import Phrase
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.cli.report import IngestReport
 from pstuts_pipeline.definitions import build_definitions
@@ -32,6 +31,8 @@ from pstuts_pipeline.defs.checks import (
 from pstuts_pipeline.defs.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.defs.io_managers import decode
 from pstuts_pipeline.defs.resources import EmbeddingsResource, QdrantResource, resources_from_env
+from pstuts_pipeline.sources import normalize_text
+from pstuts_pipeline_tests.support.helpers import copy_storage, stored_points
 
 CHECKS = [phrases_linked_exactly_once, chunk_times_ordered_and_bounded, chunks_fit_token_window, points_match_chunks]
 
@@ -194,7 +195,7 @@ def test_the_points_check_fails_when_a_video_lost_points_or_fields(all_pstuts, t
 
 
 def test_the_chunk_quality_benchmark_counts_each_flaw():
-    from benchmarks.chunk_quality import ChunkRow, measure
+    from pstuts_pipeline_tests.support.chunk_quality import ChunkRow, measure
 
     video = {"video_id": 7, "transcripts": [{"sent_id": i} for i in range(5)]}
     rows = [

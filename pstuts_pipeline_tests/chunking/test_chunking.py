@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from pstuts_pipeline.chunking import chunker as chunking
 from pstuts_pipeline.chunking import validation
 from pstuts_pipeline.chunking.chunker import ChunkerSettings, TimedChunk
-from pstuts_pipeline.chunking.transcripts import Phrase, normalize_text, repair_times
+from pstuts_pipeline.chunking.time_repair import Phrase, repair_times
 from pstuts_pipeline.embedding import EmbeddingSpec, token_counter, window_tokens
+from pstuts_pipeline.sources import normalize_text
 from pstuts_pipeline.sources.pstuts_json import raw_phrases
 
 COUNT = token_counter(EmbeddingSpec())

@@ -3,7 +3,8 @@
 import random
 
 from pstuts_pipeline.chunking.chunker import split_text_to_fit
-from pstuts_pipeline.chunking.transcripts import RawPhrase, repair_times
+from pstuts_pipeline.chunking.time_repair import repair_times
+from pstuts_pipeline.sources import RawPhrase
 
 
 class WordCounter:

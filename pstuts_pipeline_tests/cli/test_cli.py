@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import local_points
 
 from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
+from pstuts_pipeline_tests.support.helpers import local_points
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

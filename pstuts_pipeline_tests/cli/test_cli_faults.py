@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy.exc
-from helpers import COLLECTION, run_main, small_collection
-from servers import free_port
 
 from pstuts_pipeline.cli import app as cli
+from pstuts_pipeline.cli.commands.search import print_results
 from pstuts_pipeline.defs.resources import QdrantResource, QdrantStorageError, QdrantUnavailableError
 from pstuts_pipeline.search.retrieval import SearchResult
+from pstuts_pipeline_tests.support.helpers import COLLECTION, run_main, small_collection
+from pstuts_pipeline_tests.support.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,7 +64,7 @@ def test_titles_and_snippets_cannot_drive_the_terminal(capsys):
         link_sent_id=1,
         link_sentence="\x1b]0;owned\x07Linked.",
     )
-    cli._print_results("why\x1b[5m?", [result], as_json=False)
+    print_results("why\x1b[5m?", [result], as_json=False)
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "\\x1b[2J\\x1b[31mEvil title" in out and ">>> \\x1b]0;owned\\x07Linked. <<<" in out

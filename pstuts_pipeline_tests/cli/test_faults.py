@@ -14,9 +14,9 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import REPO, SAMPLE_DIR, local_points
 
 from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
+from pstuts_pipeline_tests.support.helpers import REPO, SAMPLE_DIR, local_points
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent

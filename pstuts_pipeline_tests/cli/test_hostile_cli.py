@@ -8,14 +8,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import run_main, small_collection
 from qdrant_client import models
-from servers import free_port
 
 from pstuts_pipeline.answers.answering import Answer, Citation
-from pstuts_pipeline.cli import app as cli
+from pstuts_pipeline.cli import project
 from pstuts_pipeline.defs.resources import QdrantResource, QdrantUnavailableError
 from pstuts_pipeline.search.edge_store import EdgeStore
+from pstuts_pipeline_tests.support.helpers import run_main, small_collection
+from pstuts_pipeline_tests.support.servers import free_port
 
 COLLECTION = "pstuts_transcripts"
 
@@ -26,7 +26,7 @@ def store(tmp_path, monkeypatch) -> Path:
     folder = tmp_path / "qdrant"
     small_collection(folder)
     monkeypatch.setenv("PSTUTS_QDRANT_PATH", str(folder))
-    monkeypatch.setattr(cli, "_definitions", cli._definitions.__wrapped__)
+    monkeypatch.setattr(project, "definitions", project.definitions.__wrapped__)
     return folder
 
 

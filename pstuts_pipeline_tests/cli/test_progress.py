@@ -7,7 +7,7 @@ from rich.console import Console
 
 from pstuts_pipeline.cli.ingest import follow_run
 from pstuts_pipeline.cli.progress import Tracker
-from pstuts_pipeline.progress import timing
+from pstuts_pipeline.training.skeleton import timing
 
 
 def test_timing_gives_the_rate_and_the_time_left_once_some_work_is_done():

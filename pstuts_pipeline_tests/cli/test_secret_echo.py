@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from helpers import events_text, files_containing
 
 from pstuts_pipeline.redaction import redact
+from pstuts_pipeline_tests.support.helpers import events_text, files_containing
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "sk-pstuts-echo400-" + "5" * 24

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import events_text, files_containing
-from servers import REPO, SERVED_MODEL
 
 from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.defs.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline_tests.support.helpers import events_text, files_containing
+from pstuts_pipeline_tests.support.servers import REPO, SERVED_MODEL
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 BIN = Path(sys.executable).parent

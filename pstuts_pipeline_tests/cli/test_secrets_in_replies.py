@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from servers import FakeChatServer
 
 from pstuts_pipeline.redaction import SECRET_VARIABLES, URL_VARIABLES, redact
+from pstuts_pipeline_tests.support.servers import FakeChatServer
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pstuts_pipeline"
 CONFIGURATION = PACKAGE.parent / "docs" / "configuration.md"

@@ -4,13 +4,12 @@ that no other `pstuts dev` (the other module's, kept for its tests) runs beside 
 import json
 
 import pytest
-from dagster_dev_helpers import ingest_runs, ranges, stored
-from helpers import SAMPLE
-from servers import QUICK_SENSOR
 
-from benchmarks.dagster_dev_path import DagsterDev
-from benchmarks.ingest_speed import Workspace
 from pstuts_pipeline import embedding
+from pstuts_pipeline_tests.support.dagster_dev import DagsterDev, ingest_runs, ranges, stored
+from pstuts_pipeline_tests.support.helpers import SAMPLE
+from pstuts_pipeline_tests.support.servers import QUICK_SENSOR
+from pstuts_pipeline_tests.support.workspace import Workspace
 
 pytestmark = pytest.mark.slow
 

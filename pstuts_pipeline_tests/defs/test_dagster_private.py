@@ -37,12 +37,6 @@ def test_in_progress_backfills_are_found_by_the_requested_status(tmp_path) -> No
     assert found == []
 
 
-def test_a_directly_invoked_asset_has_no_run_and_says_so_with_that_error() -> None:
-    context = dg.build_asset_context()
-    with pytest.raises(dagster_private.DagsterInvalidPropertyError):
-        context.run  # noqa: B018 - the access is the test
-
-
 def test_a_check_evaluation_names_the_partition_and_materialization_it_checked() -> None:
     target = dagster_private.AssetCheckEvaluationTargetMaterializationData(run_id="r", storage_id=1, timestamp=2.0)
     evaluation = dg.AssetCheckEvaluation(

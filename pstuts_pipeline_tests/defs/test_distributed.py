@@ -15,14 +15,14 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from cluster import BIN, CeleryCluster, celery_cluster, start
-from helpers import COLLECTION, run_observations
-from servers import REPO, stop_group, wait_until
 
-from benchmarks.pstuts_vqa import PSTUTS_DIR
 from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.defs.assets.collection import QDRANT_POOL
 from pstuts_pipeline.defs.resources import QdrantResource
+from pstuts_pipeline_tests.support.cluster import BIN, CeleryCluster, celery_cluster, start
+from pstuts_pipeline_tests.support.helpers import COLLECTION, run_observations
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR
+from pstuts_pipeline_tests.support.servers import REPO, stop_group, wait_until
 
 # slow: `make test` runs the slow tier (pytest -m slow); distributed: `pytest -m distributed` runs this module alone.
 pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.server]

@@ -10,11 +10,11 @@ from importlib.metadata import version
 import dagster as dg
 import pytest
 import yaml
-from servers import REPO
 
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.executors import celery_config, executor_from_settings
 from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline_tests.support.servers import REPO
 
 DEPLOY = REPO / "deploy"
 

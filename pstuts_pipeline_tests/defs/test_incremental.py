@@ -9,17 +9,17 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 import pytest
-from helpers import run_metadata
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking import chunker as chunking
-from pstuts_pipeline.chunking.transcripts import load_catalog, normalize_text
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.cli.report import IngestSettings, unchanged_report
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.reconcile import fingerprint_function, ingest_ranges, plan_tick, read_store
 from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline.sources import load_catalog, normalize_text
 from pstuts_pipeline.sources.reconciliation import reconcile
+from pstuts_pipeline_tests.support.helpers import run_metadata
 
 REPO = Path(__file__).resolve().parents[2]
 FEW_VIDEOS = 3

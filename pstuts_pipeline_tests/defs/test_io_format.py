@@ -6,15 +6,17 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import SAMPLE_DIR
 from langchain_core.documents import Document
 
 from pstuts_pipeline.chunking.chunker import TimedChunk
-from pstuts_pipeline.chunking.transcripts import Phrase, load_catalog
+from pstuts_pipeline.chunking.time_repair import Phrase
 from pstuts_pipeline.defs.assets.chunks import full_transcripts, phrase_documents, raw_transcripts
+from pstuts_pipeline.defs.instance import RunTags
 from pstuts_pipeline.defs.io_managers import PartitionedJsonIOManager, decode, encode, shape_of
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import EmbeddingsResource, TranscriptSource
+from pstuts_pipeline.sources import load_catalog
+from pstuts_pipeline_tests.support.helpers import SAMPLE_DIR
 
 
 def test_every_stored_shape_comes_back_equal():
@@ -68,6 +70,7 @@ def materialize(selection: list, instance: dg.DagsterInstance, io_path: Path) ->
             "io_manager": PartitionedJsonIOManager(base_path=str(io_path)),
             "transcript_source": TranscriptSource(data_dir=str(SAMPLE_DIR)),
             "embeddings": EmbeddingsResource(),
+            "run_tags": RunTags(),
         },
         raise_on_error=False,
     )

@@ -5,12 +5,13 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import SAMPLE, settled, write_data
 
 from pstuts_pipeline.defs.assets.chunks import own_videos_catalog, raw_transcripts
+from pstuts_pipeline.defs.instance import RunTags
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import TranscriptSource
 from pstuts_pipeline.sources.reconciliation import reconcile_folder
+from pstuts_pipeline_tests.support.helpers import SAMPLE, settled, write_data
 
 
 @pytest.fixture
@@ -56,5 +57,5 @@ def test_the_asset_reads_its_partitions_from_their_files(reconciled):
     with dg.instance_for_test(temp_dir=str(home)) as instance:
         instance.add_dynamic_partitions(video_partitions.name, ["9001"])
         context = dg.build_asset_context(partition_key="9001", instance=instance)
-        videos = raw_transcripts(context, TranscriptSource(data_dir=str(data)))
+        videos = raw_transcripts(context, TranscriptSource(data_dir=str(data)), RunTags())
     assert list(videos) == ["9001"] and videos["9001"].file == str(data / "a.json")

@@ -19,6 +19,7 @@ from pstuts_pipeline.defs.assets.chunks import (
     raw_transcripts,
     timestamped_chunks,
 )
+from pstuts_pipeline.defs.instance import RunTags
 from pstuts_pipeline.defs.resources import (
     ChunkerResource,
     EmbeddingsResource,
@@ -72,8 +73,8 @@ def test_each_asset_on_a_real_video(few_real_videos):
     instance.add_dynamic_partitions("videos", [key])
     context = lambda: dg.build_asset_context(partition_key=key, instance=instance)
 
-    raw = raw_transcripts(context(), transcript_source=TranscriptSource(data_dir=str(folder)))
-    assert raw[key] == video_of(video, video["video_id"], str(folder / "dev_subset.json"))
+    raw = raw_transcripts(context(), transcript_source=TranscriptSource(data_dir=str(folder)), run_tags=RunTags())
+    assert raw[key] == video_of(video, str(folder / "dev_subset.json"))
     assert len(raw[key].content_hash) == 64
 
     phrases = phrase_documents(context(), raw_transcripts=raw)[key]

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import dagster as dg
 import pytest
-from servers import REPO, postgres_server
 
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline_tests.support.servers import REPO, postgres_server
 
 psycopg2 = pytest.importorskip("psycopg2", reason="dagster-postgres is an extra: pip install -e '.[postgres]'")
 pytestmark = [pytest.mark.slow, pytest.mark.server]

@@ -7,10 +7,10 @@ import dagster as dg
 import fsspec
 import yaml
 from dagster._core.instance.config import dagster_instance_config
-from servers import REPO
 
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline_tests.support.servers import REPO
 
 DEPLOY = REPO / "deploy"
 

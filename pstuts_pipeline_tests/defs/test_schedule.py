@@ -9,7 +9,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import SAMPLE_DIR
 
 from pstuts_pipeline.cli.ingest import execute_request, ingest
 from pstuts_pipeline.definitions import build_definitions
@@ -23,6 +22,7 @@ from pstuts_pipeline.defs.resources import (
     TranscriptSource,
 )
 from pstuts_pipeline.sources.reconciliation import CHANGED_REASON, FORCED_REASON, REMOVED_REASON
+from pstuts_pipeline_tests.support.helpers import SAMPLE_DIR
 
 TICK = datetime(2026, 3, 1, 3, 0, tzinfo=UTC)
 pytestmark = pytest.mark.usefixtures("files_written_long_ago")

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from bad_input_cases import CASES
-from helpers import SAMPLE, settled, stored_points, write_data
 
 from pstuts_pipeline.cli.ingest import execute_request
 from pstuts_pipeline.definitions import build_definitions
@@ -18,6 +16,8 @@ from pstuts_pipeline.defs.reconcile import ASSET_PARTITION_RANGE_END_TAG, ASSET_
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.defs.sensors import build_folder_sensor
 from pstuts_pipeline.sources.reconciliation import CHANGED_REASON
+from pstuts_pipeline_tests.support.bad_input_cases import CASES
+from pstuts_pipeline_tests.support.helpers import SAMPLE, settled, stored_points, write_data
 
 KEYS = ["9001", "9002", "9003"]
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("files_written_long_ago")]

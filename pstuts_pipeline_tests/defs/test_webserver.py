@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servers import REPO, free_port, http_json, serve, wait_until
 
 from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
+from pstuts_pipeline_tests.support.servers import REPO, free_port, http_json, serve, wait_until
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent

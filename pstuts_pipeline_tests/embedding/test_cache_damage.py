@@ -6,10 +6,10 @@ import logging
 import os
 
 import pytest
-from helpers import HashEmbeddings
 
 from pstuts_pipeline.embedding import EmbeddingSpec
 from pstuts_pipeline.embedding.cache import cached
+from pstuts_pipeline_tests.support.helpers import HashEmbeddings
 
 TEXTS = ["open the layers panel", "choose free transform", "drag a corner handle"]
 

@@ -6,7 +6,6 @@ import uuid
 
 import dagster as dg
 import pytest
-from helpers import HashEmbeddings
 from langchain_core.documents import Document
 
 from pstuts_pipeline import embedding
@@ -14,6 +13,7 @@ from pstuts_pipeline.chunking import chunker as chunking
 from pstuts_pipeline.defs.assets.chunks import kamradt_chunks
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource
 from pstuts_pipeline.embedding.local import LocalProvider
+from pstuts_pipeline_tests.support.helpers import HashEmbeddings
 
 PHRASES = {
     "9001": ["Open the image.", "Choose the crop tool.", "Drag the handles.", "Press enter to crop.", "Save it."],

@@ -7,13 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import flip_byte
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.embedding import EmbeddingSpec, ModelIntegrityError, bundled_model_path, verify_model_folder
 from pstuts_pipeline.embedding.checksums import sha256_file
 from pstuts_pipeline.embedding.versions import CARD_FILE
 from pstuts_pipeline.training import skeleton
+from pstuts_pipeline_tests.support.helpers import flip_byte
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import SAMPLE, flip_byte
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.embedding import local, onnx
 from pstuts_pipeline.embedding.models import ModelIntegrityError, bundled_model_path, fingerprint_folder
 from pstuts_pipeline.search import reranking
+from pstuts_pipeline_tests.support.helpers import SAMPLE, flip_byte
 
 TEXTS = [p["sent"] for video in SAMPLE for p in video["transcripts"]] + [
     "How do I open Free Transform?",

@@ -5,12 +5,12 @@ from collections.abc import Iterator
 
 import dagster as dg
 import pytest
-from servers import REPO, SERVED_MODEL, FlakyProxy, embedding_server
 
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.resources import EmbeddingsResource, ProviderRefusedFailure, resources_from_env
 from pstuts_pipeline.search import retrieval
+from pstuts_pipeline_tests.support.servers import REPO, SERVED_MODEL, FlakyProxy, embedding_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 COLLECTION = "pstuts_transcripts"

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 from filelock import Timeout
-from helpers import COLLECTION, chunk_point, run_main
 from qdrant_client import QdrantClient, models
 
-from pstuts_pipeline.cli import app as cli
+from pstuts_pipeline.cli import project
 from pstuts_pipeline.defs.resources import QdrantResource
 from pstuts_pipeline.search import vectorstore
 from pstuts_pipeline.search.client_store import ClientStore
 from pstuts_pipeline.search.edge_store import EdgeStore, LocalModeFolderError
+from pstuts_pipeline_tests.support.helpers import COLLECTION, chunk_point, run_main
 
 DIMENSION = 8
 
@@ -84,7 +84,7 @@ def test_a_local_mode_folder_is_refused_in_one_line_naming_the_command(tmp_path,
         with QdrantResource(path=str(tmp_path / "qdrant")).get_store():
             pass
     monkeypatch.setenv("PSTUTS_QDRANT_PATH", str(tmp_path / "qdrant"))
-    monkeypatch.setattr(cli, "_definitions", cli._definitions.__wrapped__)
+    monkeypatch.setattr(project, "definitions", project.definitions.__wrapped__)
     code, out, err = run_main(monkeypatch, capsys, "search", "How do I crop?")
     assert code == 1 and out == ""
     assert err == (
@@ -105,7 +105,7 @@ def test_migrate_store_copies_every_point_and_keeps_the_old_folder(tmp_path, mon
     ranked_before = [[(p.id, round(p.score, 4)) for p in r] for r in old.query_batch(requests)]
     old.close()
     monkeypatch.setenv("PSTUTS_QDRANT_PATH", str(tmp_path / "qdrant"))
-    monkeypatch.setattr(cli, "_definitions", cli._definitions.__wrapped__)
+    monkeypatch.setattr(project, "definitions", project.definitions.__wrapped__)
     code, _, err = run_main(monkeypatch, capsys, "migrate-store")
     assert code in (None, 0), err
     assert f"{COLLECTION}: 45 points copied into Qdrant Edge" in err
@@ -129,7 +129,7 @@ def test_migrate_store_copies_every_point_and_keeps_the_old_folder(tmp_path, mon
 
 def test_reading_leaves_the_ledgers_stamps_alone_and_any_write_moves_them(tmp_path) -> None:
     """The no-op ingest skips the store while these stamps hold: a read must keep them, every kind of write move them."""
-    from pstuts_pipeline.defs.ledger import qdrant_local_files, stamps
+    from pstuts_pipeline.sources.ledger import qdrant_local_files, stamps
 
     folder = tmp_path / "qdrant"
     written_then_deleted_by_filter(folder).close()

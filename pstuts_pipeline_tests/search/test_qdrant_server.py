@@ -15,16 +15,16 @@ from importlib import metadata
 import numpy as np
 import pytest
 from qdrant_client import QdrantClient, models
-from servers import REPO
 
 from pstuts_pipeline.chunking.chunker import TimedChunk
-from pstuts_pipeline.chunking.transcripts import Phrase
+from pstuts_pipeline.chunking.time_repair import Phrase
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.resources import QdrantResource, resources_from_env
 from pstuts_pipeline.search import vectorstore
 from pstuts_pipeline.search.client_store import ClientStore
 from pstuts_pipeline.search.edge_store import EdgeStore
+from pstuts_pipeline_tests.support.servers import REPO
 
 pytestmark = pytest.mark.server
 URL = os.environ.get("QDRANT_URL", "")

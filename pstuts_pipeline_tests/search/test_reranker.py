@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import bag_of_words, sha256_of
 
 from pstuts_pipeline.defs.resources import RerankerResource, resources_from_env
 from pstuts_pipeline.embedding import bundled_model_path, versions
@@ -16,6 +15,7 @@ from pstuts_pipeline.search import evaluation, reranking, retrieval
 from pstuts_pipeline.search.langchain_retriever import PstutsRetriever
 from pstuts_pipeline.training import reranker as reranker_training
 from pstuts_pipeline.training import tuning
+from pstuts_pipeline_tests.support.helpers import bag_of_words, sha256_of
 
 BIN = Path(sys.executable).parent
 STEPS = 12

@@ -7,13 +7,13 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from helpers import chunk_point
 from qdrant_client import QdrantClient, models
 
 from pstuts_pipeline.search import vectorstore
 from pstuts_pipeline.search.client_store import ClientStore
 from pstuts_pipeline.search.edge_store import EdgeStore
 from pstuts_pipeline.search.store import Store
+from pstuts_pipeline_tests.support.helpers import chunk_point
 
 DIMENSION = 8
 

@@ -101,7 +101,7 @@ def test_the_fingerprint_holds_when_context_is_off_and_changes_with_it():
 
 def test_bm25_terms_take_the_contextual_text_when_given():
     from pstuts_pipeline.chunking.chunker import TimedChunk
-    from pstuts_pipeline.chunking.transcripts import Phrase
+    from pstuts_pipeline.chunking.time_repair import Phrase
 
     chunk = TimedChunk(0, (Phrase(0, "Drag it here.", 0.0, 2.0),))
     video = vectorstore.VideoInfo(1, "Layer masks", "", "u", "h")

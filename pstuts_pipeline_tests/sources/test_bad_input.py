@@ -9,12 +9,12 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from bad_input_cases import BROKEN, CASES, NEIGHBOUR, OTHER, mistyped_field, sample
-from helpers import SAMPLE, run_ingest, stored_points, write_data
 
-from pstuts_pipeline.chunking.transcripts import Catalog, InputError, load_catalog
 from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.sources import Catalog, InputError, load_catalog
 from pstuts_pipeline.sources.reconciliation import reconcile
+from pstuts_pipeline_tests.support.bad_input_cases import BROKEN, CASES, NEIGHBOUR, OTHER, mistyped_field, sample
+from pstuts_pipeline_tests.support.helpers import SAMPLE, run_ingest, stored_points, write_data
 
 
 def video_snapshot(storage: Path, video_id: str) -> list[dict]:

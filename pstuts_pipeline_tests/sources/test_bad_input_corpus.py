@@ -10,12 +10,12 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import run_main, settled, stored_points
 
-from pstuts_pipeline.cli import app as cli
+from pstuts_pipeline.cli import project
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.defs.sensors import build_folder_sensor
+from pstuts_pipeline_tests.support.helpers import run_main, settled, stored_points
 
 CORPUS = Path(__file__).parent / "bad_inputs"
 MANIFEST: dict[str, dict] = json.loads((CORPUS / "manifest.json").read_text())
@@ -37,7 +37,7 @@ def test_pstuts_ingest_names_the_problem_and_keeps_every_point(name, ingested, s
     before = stored_points(storage)
     shutil.copy(CORPUS / name, ingested / name)
     # The module-level `defs` was built with whatever environment the first test had; this test's is fresh.
-    monkeypatch.setattr(cli, "_definitions", lambda: build_definitions(resources_from_env()))
+    monkeypatch.setattr(project, "definitions", lambda: build_definitions(resources_from_env()))
 
     code, _, err = run_main(monkeypatch, capsys, "ingest")
 
@@ -99,7 +99,7 @@ def test_special_files_neither_hang_nor_stop_ingest_or_the_sensor(name, ingested
     make, message = SPECIAL_FILES[name]
     make(ingested / name)
     settled(ingested / name)
-    monkeypatch.setattr(cli, "_definitions", lambda: build_definitions(resources_from_env()))
+    monkeypatch.setattr(project, "definitions", lambda: build_definitions(resources_from_env()))
 
     code, _, err = run_main(monkeypatch, capsys, "ingest")
 

@@ -5,13 +5,13 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import SAMPLE_DIR
 
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.search import retrieval
 from pstuts_pipeline.sources import RawPhrase, load_catalog, read_source_file
+from pstuts_pipeline_tests.support.helpers import SAMPLE_DIR
 
 SRT = """1
 00:00:01,000 --> 00:00:04,500

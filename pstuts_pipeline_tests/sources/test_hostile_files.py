@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import SAMPLE
 
-from pstuts_pipeline.chunking.transcripts import load_catalog
+from pstuts_pipeline.sources import load_catalog
 from pstuts_pipeline.sources.reading import read_source_bytes
 from pstuts_pipeline.sources.reconciliation import reconcile
+from pstuts_pipeline_tests.support.helpers import SAMPLE
 
 
 @pytest.fixture(autouse=True)

@@ -5,10 +5,9 @@ import json
 import time
 from pathlib import Path
 
-from helpers import SAMPLE
-
-from pstuts_pipeline.chunking.transcripts import load_catalog
+from pstuts_pipeline.sources import load_catalog
 from pstuts_pipeline.sources.reconciliation import reconcile
+from pstuts_pipeline_tests.support.helpers import SAMPLE
 
 
 def folder_with(tmp_path: Path, files: dict[str, bytes]) -> Path:
@@ -111,6 +110,7 @@ def test_materializing_a_video_that_a_summary_covers_fails_with_the_summary(tmp_
     import dagster as dg
 
     from pstuts_pipeline.defs.assets.chunks import raw_transcripts
+    from pstuts_pipeline.defs.instance import RunTags
     from pstuts_pipeline.defs.partitions import video_partitions
     from pstuts_pipeline.defs.resources import EmbeddingsResource, TranscriptSource
 
@@ -123,7 +123,11 @@ def test_materializing_a_video_that_a_summary_covers_fails_with_the_summary(tmp_
         partition_key="9104",
         instance=instance,
         raise_on_error=False,
-        resources={"transcript_source": TranscriptSource(data_dir=str(data)), "embeddings": EmbeddingsResource()},
+        resources={
+            "transcript_source": TranscriptSource(data_dir=str(data)),
+            "embeddings": EmbeddingsResource(),
+            "run_tags": RunTags(),
+        },
     )
     [failure] = [e for e in result.all_events if e.is_step_failure]
     description = failure.step_failure_data.user_failure_data.description

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import run_ingest, settled, stored_points
 
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.defs.sensors import build_folder_sensor
+from pstuts_pipeline_tests.support.helpers import run_ingest, settled, stored_points
 
 pytestmark = pytest.mark.slow
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "data"

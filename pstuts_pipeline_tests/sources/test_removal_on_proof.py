@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import SAMPLE, settled
 
-from benchmarks.pstuts_vqa import PSTUTS_DIR
 from pstuts_pipeline.sources import load_catalog
 from pstuts_pipeline.sources.holdings import HOLDINGS_FILE, read_holdings
 from pstuts_pipeline.sources.reconciliation import reconcile_folder
+from pstuts_pipeline_tests.support.helpers import SAMPLE, settled
+from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR
 
 SAMPLE_FILE = Path(__file__).resolve().parents[2] / "data" / "sample_videos.json"
 VTT = "WEBVTT\n\n00:00:01.000 --> 00:00:03.000\nPick the Clone Stamp tool.\n\n00:00:03.500 --> 00:00:05.000\nAlt-click a source.\n"

@@ -9,7 +9,6 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 import pytest
-from helpers import bag_of_words, sha256_of
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.cli.ingest import ingest
@@ -19,6 +18,7 @@ from pstuts_pipeline.defs.resources import EmbeddingsResource, resources_from_en
 from pstuts_pipeline.search import evaluation, retrieval
 from pstuts_pipeline.sources.pstuts_json import raw_phrases
 from pstuts_pipeline.training import tuning
+from pstuts_pipeline_tests.support.helpers import bag_of_words, sha256_of
 
 BIN = Path(sys.executable).parent
 TRAIN_QUESTIONS = 40

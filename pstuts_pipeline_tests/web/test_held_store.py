@@ -6,11 +6,10 @@ import subprocess
 import sys
 import threading
 
-from helpers import COLLECTION, small_collection
-
 from pstuts_pipeline.defs.resources import QdrantResource
 from pstuts_pipeline.search.edge_store import others_waiting
 from pstuts_pipeline.web.held_store import HeldStore
+from pstuts_pipeline_tests.support.helpers import COLLECTION, small_collection
 
 WRITER = """
 import sys

@@ -19,29 +19,20 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import SAMPLE, SAMPLE_DIR, HashEmbeddings, run_ingest, small_collection
-from servers import FakeChatServer, free_port, http_json, serve, skip_or_fail
 
-from benchmarks.ask_page import wait_until
 from pstuts_pipeline.answers.chat import ChatSettings
 from pstuts_pipeline.defs.instance import DEFAULT_INSTANCE_YAML
 from pstuts_pipeline.defs.resources import QdrantResource, resources_from_env
 from pstuts_pipeline.web.app import allowed_hosts, create_app
 from pstuts_pipeline.web.engine import Engine
 from pstuts_pipeline.web.media import MediaIndex, Player, player, scan
+from pstuts_pipeline_tests.support.browser import CHROMIUM_FLAGS, wait_until
+from pstuts_pipeline_tests.support.helpers import SAMPLE, SAMPLE_DIR, HashEmbeddings, run_ingest, small_collection
+from pstuts_pipeline_tests.support.servers import FakeChatServer, free_port, http_json, serve, skip_or_fail
 
 BIN = Path(sys.executable).parent
 MEDIA = Path(__file__).resolve().parent / "media" / "counter-45s.webm"
 HOSTILE_TITLE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">Sharpen with <b>Unsharp</b>'
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def write_served_data(folder: Path) -> None:
@@ -122,7 +113,9 @@ def test_missing_and_empty_collections_are_named_with_what_to_do(tmp_path) -> No
     assert asked.status_code == 503 and "does not exist yet: run `pstuts ingest` first" in asked.json()["detail"]
     small_collection(tmp_path / "qdrant", points=0)
     asked = client.post("/api/ask", json={"question": "How do I crop?"})
-    assert asked.status_code == 503 and asked.json()["detail"].endswith("is empty: run `pstuts ingest` on your data")
+    assert asked.status_code == 503 and asked.json()["detail"].endswith(
+        "is empty (its store may have been emptied or damaged): run `pstuts ingest --force` to fill it again"
+    )
     assert "is empty" in client.get("/api/status").json()["problem"]
 
 

@@ -10,9 +10,9 @@ from langchain_core.documents import Document
 
 from pstuts_pipeline import embedding
 from pstuts_pipeline.chunking import chunker as chunking
-from pstuts_pipeline.chunking.transcripts import Phrase, TimeRepairs, repair_times
+from pstuts_pipeline.chunking.time_repair import Phrase, TimeRepairs, repair_times
 from pstuts_pipeline.defs.dagster_private import add_metadata_by_partition
-from pstuts_pipeline.defs.instance import instance_home, record_run_process
+from pstuts_pipeline.defs.instance import RunTags, instance_home
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, TranscriptSource
 from pstuts_pipeline.sources import VIDEO_FIELDS, Catalog, SourceVideo, load_catalog
@@ -88,9 +88,12 @@ def own_videos_catalog(folder: Path, home: Path | None, wanted: set[int]) -> Cat
 
 
 @dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP, kinds={"json"})
-def raw_transcripts(context: dg.AssetExecutionContext, transcript_source: TranscriptSource) -> dict[str, SourceVideo]:
+def raw_transcripts(
+    context: dg.AssetExecutionContext,
+    transcript_source: TranscriptSource,
+    run_tags: RunTags,  # its setup tags the run with its process (reclaimed if killed) and why it runs
+) -> dict[str, SourceVideo]:
     """The video from the data folder, in whatever format, validated, with its file and content hash."""
-    record_run_process(context)  # lets a later tick reclaim this run if its process is killed
     folder, wanted = transcript_source.path(), context.partition_keys
     wanted_ids = {int(k) for k in wanted}
     catalog = own_videos_catalog(folder, instance_home(context.instance), wanted_ids)

@@ -1,8 +1,4 @@
-"""Time repair and the timed phrase the chunker works on (pure domain code, no Dagster).
-
-Reading sources lives in `pstuts_pipeline.sources`; its names are re-exported here for code written against
-this module.
-"""
+"""Time repair and the timed phrase the chunker works on (pure domain code, no Dagster)."""
 
 from __future__ import annotations
 
@@ -10,30 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pstuts_pipeline.sources import (
-    Catalog,
-    InputError,
-    QAPair,
-    RawPhrase,
-    SourceVideo,
-    load_catalog,
-    normalize_text,
-    read_source_file,
-)
-
-__all__ = [
-    "Catalog",
-    "InputError",
-    "Phrase",
-    "QAPair",
-    "RawPhrase",
-    "SourceVideo",
-    "TimeRepairs",
-    "load_catalog",
-    "normalize_text",
-    "read_source_file",
-    "repair_times",
-]
+from pstuts_pipeline.sources import RawPhrase, normalize_text
 
 
 @dataclass(frozen=True)

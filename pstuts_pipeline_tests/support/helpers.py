@@ -22,8 +22,8 @@ from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.search import vectorstore
 from pstuts_pipeline.search.edge_store import EdgeStore
+from pstuts_pipeline_tests.support import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DIR = REPO / "data"
 SAMPLE: list[dict] = json.loads((SAMPLE_DIR / "sample_videos.json").read_text())
 COLLECTION = "pstuts_transcripts"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pstuts_pipeline.text_safety import printable, safe_link
+from pstuts_pipeline.cli.text_safety import printable, safe_link
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from helpers import SAMPLE, write_data
+from pstuts_pipeline_tests.support.helpers import SAMPLE, write_data
 
 BROKEN, NEIGHBOUR, OTHER = "9002", "9001", "9003"  # a.json holds 9001 and 9002, b.json holds 9003
 

@@ -1,0 +1,1 @@
+"""One module per `pstuts` command (or small family of commands); `cli/app.py` assembles them."""
