@@ -54,10 +54,13 @@ check: lint
 test: check
 	$(BIN)/pytest -m slow -n 2 --dist loadfile --durations=15
 
-# ruff (rules in pyproject.toml): lint, and the formatting check; `ruff format .` rewrites.
+# ruff (rules in pyproject.toml): lint, and the formatting check; `ruff format .` rewrites. Then the import contracts
+# (import-linter) and the package's types (mypy; a first run reads the libraries' types, later ones use .mypy_cache).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 clean:
 	rm -rf .storage

@@ -234,9 +234,9 @@ def generated_answer(question: str, documents: list[Document], llm: BaseChatMode
     text, moments = _parse(content, json_schema)
     clean, cited, invented, proposed = check_citations(text, moments, documents)
     if not clean:
-        error = f"{settings.where}: the answer held nothing but invented moments"
+        failure = f"{settings.where}: the answer held nothing but invented moments"
         return replace(
-            extractive_answer(question, documents, error), invented_citations=invented, proposed_citations=proposed
+            extractive_answer(question, documents, failure), invented_citations=invented, proposed_citations=proposed
         )
     notes = [] if cited else ["the answer cited no retrieved moment: the top result's is attached"]
     return Answer(

@@ -62,15 +62,16 @@ def redact(text: str, key: str | None = None) -> str:
 def chat_model(settings: ChatSettings) -> ChatOpenAI:
     """ChatOpenAI for the settings, deterministic (temperature 0) and short (max_tokens)."""
     from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
 
     return ChatOpenAI(
         model=settings.model,
         base_url=settings.base_url or None,
         # The openai client refuses to start without a key; local servers ignore it.
-        api_key=settings.api_key or "no-key",
+        api_key=SecretStr(settings.api_key or "no-key"),
         timeout=settings.timeout_s,
         max_retries=settings.max_retries,
-        max_tokens=settings.max_tokens,
+        max_completion_tokens=settings.max_tokens,
         temperature=0.0,
     )
 

@@ -16,7 +16,7 @@ from pstuts_pipeline.settings.base import default
 
 if TYPE_CHECKING:  # imported where used: planning an ingest reads ChunkerSettings and needs neither
     from langchain_core.embeddings import Embeddings
-    from langchain_experimental.text_splitter import SemanticChunker
+    from langchain_experimental.text_splitter import BreakpointThresholdType, SemanticChunker
 
 PHRASE_SEPARATOR = "\n"
 # The chunker splits the transcript into "sentences" with this regex: one per phrase, so that every chunk
@@ -33,7 +33,7 @@ class AlignmentError(ValueError):
 class ChunkerSettings:
     """SemanticChunker's knobs, plus our cap on chunk size and the floor below which a chunk is filler."""
 
-    breakpoint_threshold_type: str = default(ChunkingSettings, "breakpoint_threshold_type")
+    breakpoint_threshold_type: BreakpointThresholdType = default(ChunkingSettings, "breakpoint_threshold_type")
     breakpoint_threshold_amount: float | None = default(ChunkingSettings, "breakpoint_threshold_amount")
     buffer_size: int = default(ChunkingSettings, "buffer_size")
     max_tokens: int = 256
@@ -116,7 +116,7 @@ def make_chunker(embeddings: Embeddings, settings: ChunkerSettings) -> SemanticC
     return SemanticChunker(
         embeddings,
         buffer_size=settings.buffer_size,
-        breakpoint_threshold_type=settings.breakpoint_threshold_type,  # type: ignore[arg-type]
+        breakpoint_threshold_type=settings.breakpoint_threshold_type,
         breakpoint_threshold_amount=settings.breakpoint_threshold_amount,
         sentence_split_regex=PHRASE_SPLIT_REGEX,
     )

@@ -3,7 +3,8 @@
 import logging
 import sys
 import warnings
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -12,7 +13,14 @@ from pstuts_pipeline.cli.commands import ask, dev, evaluate, ingest, migrate_sto
 from pstuts_pipeline.cli.render import describe_error, print_error
 
 
-def without_flag_types(params: list[typer.CallbackParam]) -> list[typer.CallbackParam]:
+class Param(Protocol):
+    metavar: str | None
+
+
+P = TypeVar("P", bound=Param)
+
+
+def without_flag_types(params: list[P]) -> list[P]:
     """Typer 0.29 labels every flag `<bool>` in help, though a flag takes no value: show no type for flags.
 
     Typer shows an option's metavar, when it has one, in place of its type: every flag (`--help` included, which
@@ -24,17 +32,18 @@ def without_flag_types(params: list[typer.CallbackParam]) -> list[typer.Callback
     return params
 
 
+# get_params returns typer's vendored click.Parameter, which has no public name: list[Any] stands for it.
 class Command(TyperCommand):
     """A `pstuts` command."""
 
-    def get_params(self, ctx: Any) -> list[typer.CallbackParam]:
+    def get_params(self, ctx: Any) -> list[Any]:
         return without_flag_types(super().get_params(ctx))
 
 
 class Group(TyperGroup):
     """The `pstuts` command group, with its global options."""
 
-    def get_params(self, ctx: Any) -> list[typer.CallbackParam]:
+    def get_params(self, ctx: Any) -> list[Any]:
         return without_flag_types(super().get_params(ctx))
 
 
@@ -61,7 +70,7 @@ def options(
         logging.getLogger("sentence_transformers").setLevel(logging.ERROR)
 
 
-for name, command, settings in [
+COMMANDS: list[tuple[str, Callable[..., None], dict[str, Any]]] = [
     ("ingest", ingest.ingest, {}),
     ("register", ingest.register, {}),
     ("migrate-store", migrate_store.migrate_store, {}),
@@ -73,7 +82,8 @@ for name, command, settings in [
     ("ask", ask.ask, {}),
     ("serve", serve.serve, {}),
     ("evaluate", evaluate.evaluate, {}),
-]:
+]
+for name, command, settings in COMMANDS:
     app.command(name, cls=Command, context_settings=settings)(command)
 
 

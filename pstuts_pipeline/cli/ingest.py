@@ -1,13 +1,15 @@
 """`pstuts ingest`: reconcile the data folder with Qdrant and execute the resulting runs from this process."""
 
+import functools
 import os
 import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import dagster as dg
 
@@ -23,7 +25,7 @@ from pstuts_pipeline.cli.runs_elsewhere import (
 from pstuts_pipeline.cli.sqlite_sync import batched_sqlite_syncs
 from pstuts_pipeline.defs.executors import steps_run_in_run_process
 from pstuts_pipeline.defs.instance import PID_TAG, instance_home, reclaim_dead_runs, this_process_tags
-from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
 from pstuts_pipeline.defs.reconcile import (
     INGEST_JOB_NAME,
     fingerprint_function,
@@ -55,12 +57,12 @@ INTERRUPTED_STATE = (
 
 def register_partitions(instance: dg.DagsterInstance, catalog: Catalog) -> list[str]:
     """Add the catalog's new videos as partitions (in id order, so a first ingest is one range); the key order."""
-    order, new = partition_order(instance.get_dynamic_partitions(video_partitions.name), catalog)
+    order, new = partition_order(instance.get_dynamic_partitions(VIDEO_PARTITIONS), catalog)
     if new:
         try:
-            instance.add_dynamic_partitions(video_partitions.name, new)
+            instance.add_dynamic_partitions(VIDEO_PARTITIONS, new)
         except Exception:  # another ingest registered them first (a UNIQUE constraint): fine if they are all there
-            if set(new) - set(instance.get_dynamic_partitions(video_partitions.name)):
+            if set(new) - set(instance.get_dynamic_partitions(VIDEO_PARTITIONS)):
                 raise
     return order
 
@@ -117,13 +119,13 @@ def interruptible(
     video either as it was or as it is now, and re-ingests what does not match. While it waits, the main thread
     calls `on_tick` about once a second.
     """
-    outcome: dict[str, object] = {}
+    outcome: Future[Outcome] = Future()
 
     def target() -> None:
         try:
-            outcome["result"] = work()
+            outcome.set_result(work())
         except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread
-            outcome["error"] = exc
+            outcome.set_exception(exc)
 
     def stop(signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
@@ -145,14 +147,21 @@ def interruptible(
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["result"]  # type: ignore[return-value]
+    return outcome.result()  # the worker has ended: its result, or its exception raised here
+
+
+def job_name_of(request: dg.RunRequest) -> str:
+    """The job a reconcile run request names (every one of ours names its job)."""
+    if request.job_name is None:
+        raise ValueError(f"run request {request.run_key!r} names no job")
+    return request.job_name
 
 
 def submission(request: dg.RunRequest) -> Submission:
     """A reconcile run request as this process submits it: tagged with this process, logging quietly."""
-    return Submission(request.job_name, {**request.tags, **this_process_tags()}, {**request.run_config, **QUIET_LOGS})
+    return Submission(
+        job_name_of(request), {**request.tags, **this_process_tags()}, {**request.run_config, **QUIET_LOGS}
+    )
 
 
 def execute_request(
@@ -167,7 +176,7 @@ def execute_request(
     `execute_in_process` always runs steps in-process, whatever executor the job has, so a job whose steps run
     elsewhere (Celery) is executed through its code pointer instead (its steps are not followed).
     """
-    job = defs.resolve_job_def(request.job_name)
+    job = defs.resolve_job_def(job_name_of(request))
     run = submission(request)
     if not steps_run_in_run_process(job.executor_def):
         return interruptible(instance, lambda: execute_elsewhere(instance, run))
@@ -193,7 +202,7 @@ def execute_requests_together(
     ended: list[int] = []
     for removal in removals:
         on_progress(0, sum(steps), "removing videos that left the data folder")
-        yield interruptible(instance, lambda r=removal: execute_elsewhere(instance, submission(r)))
+        yield interruptible(instance, functools.partial(execute_elsewhere, instance, submission(removal)))
     slots = min(run_slots(instance), len(ingests))
 
     def tick() -> None:
@@ -268,14 +277,15 @@ def add_run_figures(report: IngestReport, instance: dg.DagsterInstance, result: 
     if job_name == INGEST_JOB_NAME:
         # Each partition of the range carries its own video's count.
         events = result.asset_materializations_for_node("timestamped_chunks")
-        report.chunks += sum(int(e.metadata["chunks"].value) for e in events if "chunks" in e.metadata)
+        counts = (e.metadata["chunks"].value for e in events if "chunks" in e.metadata)
+        report.chunks += sum(count for count in counts if isinstance(count, int))
 
 
 def observe_partitions(instance: dg.DagsterInstance) -> tuple[list[str], dict[str, ledgers.Stamp] | None]:
     """The registered partitions, with the stamps of the instance files they came from if nobody wrote meanwhile."""
     watched = None if instance.is_ephemeral else ledgers.dagster_partition_files(Path(instance.root_directory))
     before = ledgers.stamps(watched) if watched else None
-    partitions = list(instance.get_dynamic_partitions(video_partitions.name))
+    partitions = list(instance.get_dynamic_partitions(VIDEO_PARTITIONS))
     after = ledgers.stamps(watched) if watched else None
     return partitions, after if after == before else None
 
@@ -290,11 +300,12 @@ def ingest(
 ) -> IngestReport:
     """Reconcile the data folder with Qdrant, then execute the removal run and the ingest runs it asks for."""
     started = time.perf_counter()
+    resources: Mapping[str, Any] = defs.resources or {}
     source, embeddings, chunker, qdrant = (
-        defs.resources["transcript_source"],
-        defs.resources["embeddings"],
-        defs.resources["chunker"],
-        defs.resources["qdrant"],
+        resources["transcript_source"],
+        resources["embeddings"],
+        resources["chunker"],
+        resources["qdrant"],
     )
     home = instance_home(instance)
     reclaimed = reclaim_dead_runs(instance)
@@ -312,7 +323,7 @@ def ingest(
     if result.to_ingest and not together:
         embeddings.preload()  # overlaps the run's start and first steps (which run here)
     requests = list(run_requests(result, order, source_limits().max_videos_per_run, trigger="cli"))
-    steps = [step_count(defs.resolve_job_def(r.job_name)) for r in requests]
+    steps = [step_count(defs.resolve_job_def(job_name_of(r))) for r in requests]
     videos = [int(r.tags.get("pstuts/videos", 0)) for r in requests]
 
     def one_at_a_time() -> Iterator[RunResult]:
@@ -339,7 +350,7 @@ def ingest(
             report.failed_runs.append(f"{what}: {errors} ({where})")
             report.unfinished |= dict.fromkeys(unfinished, errors)
             continue
-        add_run_figures(report, instance, run, request.job_name)
+        add_run_figures(report, instance, run, job_name_of(request))
     if requests:
         on_progress(sum(steps), sum(steps), f"{sum(videos)}/{sum(videos)} videos done")
     if result.has_work:

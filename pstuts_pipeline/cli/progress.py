@@ -3,6 +3,7 @@
 import os
 import time
 from types import TracebackType
+from typing import Literal
 
 from rich.console import Console
 from rich.progress import (
@@ -31,8 +32,16 @@ def own_stream(console: Console) -> Console:
         return console
     stream = os.fdopen(os.dup(descriptor), "w", buffering=1, encoding="utf-8", errors="replace")
     return Console(
-        file=stream, force_terminal=console.is_terminal, width=console.width, color_system=console.color_system
+        file=stream, force_terminal=console.is_terminal, width=console.width, color_system=_color_system(console)
     )
+
+
+def _color_system(console: Console) -> Literal["standard", "256", "truecolor", "windows"] | None:
+    """The console's colour system by the name Console takes (rich gives it back as a plain str; None: no colour)."""
+    match console.color_system:
+        case "standard" | "256" | "truecolor" | "windows" as name:
+            return name
+    return None
 
 
 class Tracker:

@@ -3,7 +3,7 @@
 import contextlib
 import functools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import typer
 
@@ -12,7 +12,14 @@ from pstuts_pipeline.cli.render import print_error, print_line
 if TYPE_CHECKING:
     import dagster as dg
 
-    from pstuts_pipeline.defs.resources import QdrantResource
+    from pstuts_pipeline.defs.resources import (
+        ChatModelResource,
+        ChunkerResource,
+        EmbeddingsResource,
+        QdrantResource,
+        RerankerResource,
+        TranscriptSource,
+    )
     from pstuts_pipeline.search.store import Store
 
 
@@ -24,14 +31,25 @@ def definitions() -> "dg.Definitions":
     return build_definitions()
 
 
-def resources() -> "dict[str, dg.ConfigurableResource]":
+class Resources(TypedDict):
+    """What `resources_from_env` builds, by name (it types them all as dg.ConfigurableResource)."""
+
+    transcript_source: "TranscriptSource"
+    embeddings: "EmbeddingsResource"
+    reranker: "RerankerResource"
+    chunker: "ChunkerResource"
+    qdrant: "QdrantResource"
+    chat_model: "ChatModelResource"
+
+
+def resources() -> Resources:
     """The resources the environment configures, for commands that read or search and run no job.
 
     Not the whole code location: a setting only the sensor, the schedules or the runs read must not stop a search.
     """
     from pstuts_pipeline.defs.resources import resources_from_env
 
-    return resources_from_env()
+    return cast(Resources, resources_from_env())
 
 
 @contextlib.contextmanager

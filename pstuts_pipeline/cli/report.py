@@ -77,8 +77,7 @@ def unchanged_report(
         return None
     home = paths().dagster_home
     ledger = ledgers.read_ledger(config.store.folder(), config.store.collection, home)
-    partitions = ledger.current_partitions(home) if ledger else None
-    if partitions is None:
+    if ledger is None or (partitions := ledger.current_partitions(home)) is None:
         return None
 
     def from_ledger(plan: Reconciliation) -> IngestReport:

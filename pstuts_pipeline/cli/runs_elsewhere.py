@@ -22,7 +22,7 @@ from pstuts_pipeline.defs.executors import reconstructable_job
 
 # Finds the run a child process created: execute_job chooses the run id itself.
 SUBMISSION_TAG = "pstuts/submission"
-_children: set[multiprocessing.Process] = set()
+_children: set[multiprocessing.process.BaseProcess] = set()
 _children_lock = threading.Lock()
 
 
@@ -87,7 +87,8 @@ def execute_in_child(instance: dg.DagsterInstance, submission: Submission) -> Ru
     finally:
         with _children_lock:
             _children.discard(child)
-    [run] = instance.get_runs(filters=dg.RunsFilter(tags={SUBMISSION_TAG: submission.key}), limit=1) or [None]
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={SUBMISSION_TAG: submission.key}), limit=1)
+    run = runs[0] if runs else None
     if run is None:
         raise RuntimeError(f"the process orchestrating a {submission.job_name} run exited ({child.exitcode}) first")
     events = [e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event is not None]
@@ -108,7 +109,8 @@ def run_slots(instance: dg.DagsterInstance) -> int:
     The same limit the daemon's queue applies to the sensor's and the UI's runs, so `pstuts ingest` loads the workers
     and the database no more than they do. -1 (no limit) is taken as no limit.
     """
-    limit = instance.get_concurrency_config().run_queue_config.max_concurrent_runs
+    queue = instance.get_concurrency_config().run_queue_config
+    limit = queue.max_concurrent_runs if queue is not None else -1
     return limit if limit > 0 else 1_000_000
 
 

@@ -4,7 +4,8 @@ Each check runs once per run but reports once per video partition, so the Checks
 video's verdict and problems, not the run's.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import cast
 
 import dagster as dg
 from langchain_core.documents import Document
@@ -20,6 +21,20 @@ from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, 
 from pstuts_pipeline.search import vectorstore
 
 CheckEvents = Iterator[dg.AssetCheckEvaluation | dg.Output]
+VideoCheck = Callable[[Callable[..., CheckEvents]], dg.AssetChecksDefinition]
+
+
+def per_video_check(
+    asset: dg.AssetsDefinition, additional_ins: dict[str, dg.AssetIn] | None = None, blocking: bool = False
+) -> VideoCheck:
+    """dg.asset_check over the video partitions, for a check that yields one verdict per video, then an Output.
+
+    Dagster runs such a check (`per_partition`), though its decorator's type allows only a returned AssetCheckResult.
+    """
+    return cast(
+        VideoCheck,
+        dg.asset_check(asset=asset, partitions_def=video_partitions, additional_ins=additional_ins, blocking=blocking),
+    )
 
 
 def checked_materializations(
@@ -35,7 +50,7 @@ def checked_materializations(
 
 
 def per_partition(
-    context: dg.AssetCheckExecutionContext, problems_by_video: dict[str, list[str]], **metadata: object
+    context: dg.AssetCheckExecutionContext, problems_by_video: dict[str, list[str]], **metadata: int
 ) -> CheckEvents:
     """One evaluation per video partition, each with only that video's problems; then the check's own output."""
     spec = context.check_specs[0]
@@ -97,12 +112,7 @@ def points_problems(chunks_by_video: dict[str, list[TimedChunk]], qdrant: Qdrant
     return problems
 
 
-@dg.asset_check(
-    asset=timestamped_chunks,
-    partitions_def=video_partitions,
-    additional_ins={"phrase_documents": dg.AssetIn()},
-    blocking=True,
-)
+@per_video_check(timestamped_chunks, additional_ins={"phrase_documents": dg.AssetIn()}, blocking=True)
 def phrases_linked_exactly_once(
     context: dg.AssetCheckExecutionContext,
     timestamped_chunks: dict[str, list[TimedChunk]],
@@ -112,7 +122,7 @@ def phrases_linked_exactly_once(
     yield from per_partition(context, linking_problems(timestamped_chunks, phrase_documents))
 
 
-@dg.asset_check(asset=timestamped_chunks, partitions_def=video_partitions, blocking=True)
+@per_video_check(timestamped_chunks, blocking=True)
 def chunk_times_ordered_and_bounded(
     context: dg.AssetCheckExecutionContext, timestamped_chunks: dict[str, list[TimedChunk]]
 ) -> CheckEvents:
@@ -120,7 +130,7 @@ def chunk_times_ordered_and_bounded(
     yield from per_partition(context, timing_problems(timestamped_chunks))
 
 
-@dg.asset_check(asset=timestamped_chunks, partitions_def=video_partitions, blocking=True)
+@per_video_check(timestamped_chunks, blocking=True)
 def chunks_fit_token_window(
     context: dg.AssetCheckExecutionContext,
     timestamped_chunks: dict[str, list[TimedChunk]],
@@ -137,11 +147,7 @@ def chunks_fit_token_window(
     yield from per_partition(context, problems, token_window=cap)
 
 
-@dg.asset_check(
-    asset=qdrant_collection,
-    partitions_def=video_partitions,
-    additional_ins={"timestamped_chunks": dg.AssetIn()},
-)
+@per_video_check(qdrant_collection, additional_ins={"timestamped_chunks": dg.AssetIn()})
 def points_match_chunks(
     context: dg.AssetCheckExecutionContext, timestamped_chunks: dict[str, list[TimedChunk]], qdrant: QdrantResource
 ) -> CheckEvents:

@@ -28,7 +28,7 @@ def poll_celery_steps_every(seconds: float) -> None:
     """How long dagster-celery's executor loop sleeps between looks at its steps, in this process."""
     from dagster_celery import core_execution_loop  # the `celery` extra
 
-    core_execution_loop.TICK_SECONDS = seconds
+    core_execution_loop.TICK_SECONDS = seconds  # type: ignore[assignment]  # an int in dagster-celery, read as a sleep
 
 
 def add_metadata_by_partition(

@@ -86,7 +86,7 @@ class RunTags(dg.ConfigurableResource):
         run = context.dagster_run  # None when an asset is invoked directly (unit tests): no run to tag
         if run is None or context.instance is None:
             return
-        tags = {}
+        tags: dict[str, str] = {}
         # The sensor, the schedules and `pstuts ingest` say why; a run without a reason was launched by hand.
         if REASON_TAG not in run.tags:
             tags |= {TRIGGER_TAG: MANUAL_TRIGGER, REASON_TAG: MANUAL_REASON}

@@ -77,6 +77,7 @@ DECODERS: dict[str, Callable[[Any], Any]] = {
 
 def encode(value: Any) -> str:
     """A value as a JSON document naming its shape; refuses anything it could not rebuild exactly."""
+    data: object
     if isinstance(value, SourceVideo):
         shape, data = "SourceVideo", value.to_json()
     elif isinstance(value, Document):

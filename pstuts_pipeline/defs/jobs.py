@@ -4,7 +4,7 @@ import dagster as dg
 
 from pstuts_pipeline.defs.assets import ingestion_assets
 from pstuts_pipeline.defs.instance import RunTags
-from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
 from pstuts_pipeline.defs.reconcile import INGEST_JOB_NAME, REMOVE_JOB_NAME
 from pstuts_pipeline.defs.resources import QdrantResource
 from pstuts_pipeline.search import vectorstore
@@ -30,7 +30,7 @@ def delete_video_points(
     run_tags: RunTags,  # its setup tags the run with its process (reclaimed if killed) and why it runs
 ) -> None:
     """Delete the points and the partitions of videos that are no longer in the data folder."""
-    known = set(context.instance.get_dynamic_partitions(video_partitions.name))
+    known = set(context.instance.get_dynamic_partitions(VIDEO_PARTITIONS))
     removed: dict[int, int] = {}
     with qdrant.get_store() as store:
         for video_id in config.video_ids:
@@ -50,7 +50,7 @@ def delete_video_points(
     )
     for video_id in config.video_ids:
         if str(video_id) in known:
-            context.instance.delete_dynamic_partition(video_partitions.name, str(video_id))
+            context.instance.delete_dynamic_partition(VIDEO_PARTITIONS, str(video_id))
 
 
 @dg.job(

@@ -2,4 +2,6 @@
 
 import dagster as dg
 
-video_partitions = dg.DynamicPartitionsDefinition(name="videos")
+# The name the instance stores the keys under (the definition's own `.name` is typed Optional).
+VIDEO_PARTITIONS = "videos"
+video_partitions = dg.DynamicPartitionsDefinition(name=VIDEO_PARTITIONS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from filelock import Timeout
 
 from pstuts_pipeline.defs.dagster_private import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from pstuts_pipeline.defs.instance import REASON_TAG, TRIGGER_TAG, instance_home, reclaim_dead_runs
-from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
 from pstuts_pipeline.defs.resources import (
     ChunkerResource,
     EmbeddingsResource,
@@ -142,7 +142,7 @@ def keep_in_ledger(
     )
 
 
-def partition_order(known: list[str], catalog: Catalog) -> tuple[list[str], list[str]]:
+def partition_order(known: Sequence[str], catalog: Catalog) -> tuple[list[str], list[str]]:
     """(partition keys after registering the catalog's new videos, the new ones), new ones in id order."""
     new = [k for k in sorted(catalog.videos, key=int) if k not in set(known)]
     return [*known, *new], new
@@ -254,7 +254,7 @@ def unchanged_folder(
     settings = fingerprints.settings_key(source.path(), fingerprint_function(embeddings, chunker))
     if not ledger.sources_unchanged(source_files(source.path()), settings):
         return 0
-    if not set(ledger.fingerprints) <= set(instance.get_dynamic_partitions(video_partitions.name)):
+    if not set(ledger.fingerprints) <= set(instance.get_dynamic_partitions(VIDEO_PARTITIONS)):
         return 0
     return len(ledger.fingerprints)
 
@@ -302,7 +302,7 @@ def plan_tick(
     plan.warnings += plan.refused
     if result.removal_refused:
         plan.warnings.append(result.removal_refused)
-    order, plan.new_partitions = partition_order(instance.get_dynamic_partitions(video_partitions.name), catalog)
+    order, plan.new_partitions = partition_order(instance.get_dynamic_partitions(VIDEO_PARTITIONS), catalog)
     wanted = {k: fingerprint_of(catalog.videos[k]) for k in result.to_ingest}
     plan.run_requests = run_requests(
         result, order, source_limits().max_videos_per_run, trigger, state_run_key(view.stored, wanted, salt)

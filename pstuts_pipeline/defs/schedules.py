@@ -7,19 +7,19 @@ A Dagster schedule launches one job, so the policy's two kinds of run are two sc
 import dagster as dg
 
 from pstuts_pipeline.defs.jobs import ingest_videos_job, remove_videos_job
-from pstuts_pipeline.defs.partitions import video_partitions
+from pstuts_pipeline.defs.partitions import VIDEO_PARTITIONS
 from pstuts_pipeline.defs.reconcile import plan_tick
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, QdrantResource, TranscriptSource
 from pstuts_pipeline.settings import OperationsSettings, load
 from pstuts_pipeline.settings.base import default
 
 
-def build_reconcile_schedule(name: str, job: dg.JobDefinition, cron: str, timezone: str) -> dg.ScheduleDefinition:
+def build_reconcile_schedule(name: str, job_name: str, cron: str, timezone: str) -> dg.ScheduleDefinition:
     """A schedule that reconciles the folder with Qdrant and requests the runs of its one job."""
 
     @dg.schedule(
         name=name,
-        job=job,
+        job_name=job_name,
         cron_schedule=cron,
         execution_timezone=timezone,
         default_status=dg.DefaultScheduleStatus.STOPPED,
@@ -41,14 +41,14 @@ def build_reconcile_schedule(name: str, job: dg.JobDefinition, cron: str, timezo
             trigger="schedule",
             force=load(OperationsSettings).reingest_all,
             salt=str(context.scheduled_execution_time),
-            busy_jobs={job.name},
+            busy_jobs={job_name},
         )
         for line in plan.warnings:
             context.log.warning(line)
         if plan.new_partitions:  # a schedule cannot return partition requests: register them directly
-            context.instance.add_dynamic_partitions(video_partitions.name, plan.new_partitions)
-        mine = [r for r in plan.run_requests if r.job_name == job.name]
-        return mine or dg.SkipReason(plan.skip_reason or f"nothing for {job.name} to do")
+            context.instance.add_dynamic_partitions(VIDEO_PARTITIONS, plan.new_partitions)
+        mine = [r for r in plan.run_requests if r.job_name == job_name]
+        return mine or dg.SkipReason(plan.skip_reason or f"nothing for {job_name} to do")
 
     return reconcile_on_schedule
 
@@ -59,6 +59,6 @@ def build_schedules(
 ) -> list[dg.ScheduleDefinition]:
     """The nightly schedules, for a cron and timezone that `definitions.py` reads from the environment."""
     return [
-        build_reconcile_schedule("nightly_reingest", ingest_videos_job, cron, timezone),
-        build_reconcile_schedule("nightly_removal", remove_videos_job, cron, timezone),
+        build_reconcile_schedule("nightly_reingest", ingest_videos_job.name, cron, timezone),
+        build_reconcile_schedule("nightly_removal", remove_videos_job.name, cron, timezone),
     ]

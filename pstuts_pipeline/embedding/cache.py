@@ -164,9 +164,13 @@ class CheckedFileStore(ByteStore):
         except FileNotFoundError:
             return None
         except OSError as error:
-            return self._bad(path, f"cannot be read: {error.strerror}")
+            self._bad(path, f"cannot be read: {error.strerror}")
+            return None
         problem = entry_problem(entry)
-        return entry if problem is None else self._bad(path, problem)
+        if problem is not None:
+            self._bad(path, problem)
+            return None
+        return entry
 
     def _bad(self, path: Path, problem: str) -> None:
         with contextlib.suppress(OSError):

@@ -70,13 +70,14 @@ def _client(spec: EmbeddingSpec, key: str) -> Embeddings:
 
 def _new_client(spec: EmbeddingSpec, key: str) -> Embeddings:
     from langchain_openai import OpenAIEmbeddings
+    from pydantic import SecretStr
 
     # tiktoken downloads its encoding on first use, which fails offline; chunks are already capped to the
     # model's window by our own token count, so the client-side re-chunking is not needed.
     client = OpenAIEmbeddings(
         model=spec.model_name,
         base_url=spec.base_url,
-        api_key=key,
+        api_key=SecretStr(key),
         check_embedding_ctx_length=False,
         chunk_size=max(spec.batch_size, 16),
         max_retries=MAX_RETRIES,

@@ -66,8 +66,12 @@ class ClientStore(Store):
     def upsert(self, points: Sequence[models.PointStruct]) -> None:
         self.client.upsert(self.collection, points=list(points), wait=True)
 
-    def delete(self, ids: Sequence[str] | None = None, where: models.Filter | None = None) -> None:
-        selector = models.PointIdsList(points=list(ids)) if ids is not None else models.FilterSelector(filter=where)
+    def delete(self, points: Sequence[str] | models.Filter) -> None:
+        selector = (
+            models.FilterSelector(filter=points)
+            if isinstance(points, models.Filter)
+            else models.PointIdsList(points=list(points))
+        )
         self.client.delete(self.collection, points_selector=selector, wait=True)
 
     def query_batch(self, requests: Sequence[models.QueryRequest]) -> list[list[models.ScoredPoint]]:

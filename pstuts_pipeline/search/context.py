@@ -83,7 +83,7 @@ def neighbour_terms(texts: Sequence[str], index: int, terms: int = TERMS) -> lis
     words = [Counter(w for w in _WORD.findall(t.lower()) if w not in _stopwords()) for t in texts]
     spread = Counter(w for counts in words for w in counts)
     own = words[index]
-    beside = Counter()
+    beside: Counter[str] = Counter()
     for other in (index - 1, index + 1):
         if 0 <= other < len(texts):
             beside.update(words[other])

@@ -17,7 +17,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import qdrant_edge as edge
 from filelock import FileLock, Timeout
@@ -83,7 +83,7 @@ def _match(match: Any) -> Any:  # noqa: ANN401 - a qdrant-client match, an Edge 
     if isinstance(match, models.MatchValue):
         return edge.MatchValue(match.value)
     if isinstance(match, models.MatchAny):
-        return edge.MatchAny(list(match.any))
+        return edge.MatchAny(match.any)
     raise ValueError(f"the Edge store does not translate {type(match).__name__} conditions")
 
 
@@ -103,6 +103,12 @@ def _conditions(conditions: Any) -> list[Any] | None:  # noqa: ANN401
     return [_condition(c) for c in (conditions if isinstance(conditions, list) else [conditions])]
 
 
+@overload
+def edge_filter(where: models.Filter) -> edge.Filter: ...
+@overload
+def edge_filter(where: None) -> None: ...
+@overload
+def edge_filter(where: models.Filter | None) -> edge.Filter | None: ...
 def edge_filter(where: models.Filter | None) -> edge.Filter | None:
     """A qdrant-client filter (field matches, ids, nested filters) as Edge's."""
     if where is None:
@@ -116,6 +122,15 @@ def _vector(value: Any) -> Any:  # noqa: ANN401 - a dense, multi or sparse vecto
     if isinstance(value, models.SparseVector):
         return edge.SparseVector(indices=list(value.indices), values=list(value.values))
     return value
+
+
+def _point_vector(vector: models.VectorStruct) -> edge.Vector:
+    """A point's vectors as Edge takes them: named dense, multi or sparse vectors, or one unnamed vector."""
+    if isinstance(vector, dict):
+        return {name: _vector(v) for name, v in vector.items()}
+    if isinstance(vector, list):
+        return vector
+    raise ValueError(f"the Edge store takes vectors, not {type(vector).__name__} (qdrant-client's inference)")
 
 
 def _vectors_back(vectors: Any) -> Any:  # noqa: ANN401 - Edge's vectors as qdrant-client's
@@ -269,18 +284,18 @@ class EdgeStore(Store):
         converted = [
             edge.Point(
                 id=_point_id(p.id),
-                vector={name: _vector(v) for name, v in p.vector.items()} if isinstance(p.vector, dict) else p.vector,
+                vector=_point_vector(p.vector),
                 payload=p.payload,
             )
             for p in points
         ]
         self._writing().update(edge.UpdateOperation.upsert_points(converted))
 
-    def delete(self, ids: Sequence[str] | None = None, where: models.Filter | None = None) -> None:
-        if ids is not None:
-            operation = edge.UpdateOperation.delete_points([_point_id(i) for i in ids])
+    def delete(self, points: Sequence[str] | models.Filter) -> None:
+        if isinstance(points, models.Filter):
+            operation = edge.UpdateOperation.delete_points_by_filter(edge_filter(points))
         else:
-            operation = edge.UpdateOperation.delete_points_by_filter(edge_filter(where))
+            operation = edge.UpdateOperation.delete_points([_point_id(i) for i in points])
         self._writing().update(operation)
 
     def query_batch(self, requests: Sequence[models.QueryRequest]) -> list[list[models.ScoredPoint]]:

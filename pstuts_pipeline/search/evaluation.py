@@ -25,12 +25,16 @@ _NOT_A_WORD = re.compile(r"[\W_]+")
 
 
 class RetrievedChunk(Protocol):
-    """What the metrics need of a search result."""
+    """What the metrics need of a search result (read only, so frozen dataclasses qualify)."""
 
-    video_id: int
-    start: float
-    stop: float
-    link_time: float
+    @property
+    def video_id(self) -> int: ...
+    @property
+    def start(self) -> float: ...
+    @property
+    def stop(self) -> float: ...
+    @property
+    def link_time(self) -> float: ...
 
 
 @dataclass(frozen=True)

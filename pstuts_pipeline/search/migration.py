@@ -30,17 +30,31 @@ def copy_collection(source: Store, target: Store) -> int:
     the number copied."""
     first, _ = source.scroll(limit=1, with_payload=False, with_vectors=True)
     if first:
-        ensure_collection(target, len(first[0].vector[DENSE_VECTOR]), source.model() or "")
+        ensure_collection(target, _dense_size(first[0]), source.model() or "")
     offset, copied = None, 0
     while first:
         page, offset = source.scroll(limit=PAGE, offset=offset, with_payload=True, with_vectors=True)
-        target.upsert([models.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in page])
+        target.upsert([models.PointStruct(id=r.id, vector=_vectors(r), payload=r.payload) for r in page])
         copied += len(page)
         if offset is None:
             break
     if target.count() != source.count():
         raise RuntimeError(f"collection {source.collection!r}: {target.count()} of {source.count()} points copied")
     return copied
+
+
+def _vectors(record: models.Record) -> dict[str, models.Vector]:
+    """A point's named vectors, as read with them: each point of ours has its dense, phrase and sparse vectors."""
+    if not isinstance(record.vector, dict):
+        raise ValueError(f"point {record.id} has no named vectors: not a pstuts collection")
+    return dict(record.vector)
+
+
+def _dense_size(record: models.Record) -> int:
+    dense = _vectors(record).get(DENSE_VECTOR)
+    if not isinstance(dense, list):
+        raise ValueError(f"point {record.id} has no {DENSE_VECTOR!r} vector: not a pstuts collection")
+    return len(dense)
 
 
 def migrate_local_mode(folder: Path) -> dict[str, int]:

@@ -156,7 +156,8 @@ def candidate(record: models.Record, score: float, question_vector: np.ndarray, 
     spans = meta["phrase_char_spans"]
     spoken = [i for i, (a, b) in enumerate(spans) if b > a] or [0]
     texts = [text[slice(*spans[i])] for i in spoken]
-    vectors = np.asarray((record.vector or {}).get(vectorstore.SENTENCE_VECTORS) or [], dtype=np.float32)
+    named = record.vector if isinstance(record.vector, dict) else {}
+    vectors = np.asarray(named.get(vectorstore.SENTENCE_VECTORS) or [], dtype=np.float32)
     if len(vectors) != len(spoken):
         return Candidate(record, score, spoken, texts, np.zeros(0), 0)
     dense, share = phrase_signals(question_vector, vectors, texts, question)
@@ -211,7 +212,7 @@ def rerank(
     depend on what else was asked.
     """
     settings = reranker.settings
-    reranked = []
+    reranked: list[list[Candidate]] = []
     for question, pool in zip(questions, pools, strict=True):
         if not pool:
             reranked.append([])
@@ -245,15 +246,15 @@ def check_model(store: Store, model_id: str) -> None:
         )
 
 
-def _requests(question: str, vector: list[float], limit: int, chunk_weight: float) -> list[models.QueryRequest]:
-    requests = [models.QueryRequest(query=[vector], using=vectorstore.SENTENCE_VECTORS, limit=limit)]
+def _requests(question: str, vector: list[float], limit: int, chunk_weight: float) -> dict[str, models.QueryRequest]:
+    """A question's first-stage requests, by the vector each searches."""
+    queries: dict[str, models.QueryInterface] = {vectorstore.SENTENCE_VECTORS: [vector]}
     indices, values = lexical.query_vector(question)
     if indices:
-        sparse = models.SparseVector(indices=indices, values=values)
-        requests.append(models.QueryRequest(query=sparse, using=vectorstore.SPARSE_VECTOR, limit=limit))
+        queries[vectorstore.SPARSE_VECTOR] = models.SparseVector(indices=indices, values=values)
     if chunk_weight:
-        requests.append(models.QueryRequest(query=vector, using=vectorstore.DENSE_VECTOR, limit=limit))
-    return requests
+        queries[vectorstore.DENSE_VECTOR] = vector
+    return {using: models.QueryRequest(query=query, using=using, limit=limit) for using, query in queries.items()}
 
 
 # A question's rankings by the vector that made each ("sentences", "bm25", "" for the whole chunk), with weights.
@@ -271,16 +272,17 @@ def first_stage(
     """Each question's weighted rankings (best phrase, BM25, and the whole chunk if weighted), in one Qdrant batch."""
     weights = {vectorstore.SENTENCE_VECTORS: 1.0, vectorstore.SPARSE_VECTOR: LEXICAL_WEIGHT}
     weights[vectorstore.DENSE_VECTOR] = settings.chunk_weight
-    requests, owners = [], []
+    requests: list[models.QueryRequest] = []
+    owners: list[tuple[int, str]] = []
     for number, (question, vector) in enumerate(zip(questions, vectors, strict=True)):
-        for request in _requests(question, list(vector), limit, settings.chunk_weight):
+        for using, request in _requests(question, list(vector), limit, settings.chunk_weight).items():
             request.filter = query_filter
             requests.append(request)
-            owners.append(number)
+            owners.append((number, using))
     answers = store.query_batch(requests)
     rankings: list[Rankings] = [{} for _ in questions]
-    for number, request, points in zip(owners, requests, answers, strict=True):
-        rankings[number][request.using] = (points, weights[request.using])
+    for (number, using), points in zip(owners, answers, strict=True):
+        rankings[number][using] = (points, weights[using])
     return rankings
 
 

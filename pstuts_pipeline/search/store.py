@@ -50,8 +50,8 @@ class Store(abc.ABC):
         """Write points (replacing those with the same ids), durable when this returns."""
 
     @abc.abstractmethod
-    def delete(self, ids: Sequence[str] | None = None, where: models.Filter | None = None) -> None:
-        """Delete points by id or by filter."""
+    def delete(self, points: Sequence[str] | models.Filter) -> None:
+        """Delete these points: by id, or those a filter matches."""
 
     @abc.abstractmethod
     def query_batch(self, requests: Sequence[models.QueryRequest]) -> list[list[models.ScoredPoint]]:

@@ -141,7 +141,7 @@ def replace_video_points(
     if existing is not None:
         stale_ids = sorted(existing - {str(p.id) for p in points})
         if stale_ids:
-            store.delete(ids=stale_ids)
+            store.delete(stale_ids)
         return len(stale_ids)
     keep = [p.id for p in points]
     stale = models.Filter(
@@ -150,7 +150,7 @@ def replace_video_points(
     )
     stale_count = store.count(stale)
     if stale_count:
-        store.delete(where=stale)
+        store.delete(stale)
     return stale_count
 
 
@@ -160,7 +160,7 @@ def delete_video(store: Store, video_id: int) -> int:
         return 0
     count = store.count(video_filter(video_id))
     if count:
-        store.delete(where=video_filter(video_id))
+        store.delete(video_filter(video_id))
     return count
 
 
@@ -200,10 +200,14 @@ def points_of_videos(store: Store, video_ids: list[int], payload: bool = True) -
     while True:
         points, offset = store.scroll(wanted, limit=4096, offset=offset, with_payload=fields, with_vectors=False)
         for point in points:
-            found[point.payload["metadata"]["video_id"]].append(point)
+            found[_metadata(point)["video_id"]].append(point)
         if offset is None:
             break
-    return {v: sorted(points, key=lambda p: p.payload["metadata"]["chunk_index"]) for v, points in found.items()}
+    return {v: sorted(points, key=lambda p: _metadata(p)["chunk_index"]) for v, points in found.items()}
+
+
+def _metadata(point: models.Record) -> dict[str, Any]:
+    return (point.payload or {})["metadata"]
 
 
 def stored_videos(store: Store) -> dict[int, dict[str, Any]]:

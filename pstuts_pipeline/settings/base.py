@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import AliasChoices, Field, ValidationError, model_validator
+from pydantic.json_schema import JsonDict
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -61,7 +62,7 @@ def setting(
     `secret` values reach Dagster resources as dg.EnvVar, never as values.
     """
     alias = AliasChoices(*variable) if isinstance(variable, tuple) else variable
-    extra = {"shown": shown, "secret": secret, "keeps_empty": keeps_empty}
+    extra: JsonDict = {"shown": shown, "secret": secret, "keeps_empty": keeps_empty}
     if default_factory is not None:
         return Field(
             default_factory=default_factory,

@@ -90,15 +90,13 @@ def _sidecar(path: Path, named_id: int | None) -> dict[str, Any]:
         if not isinstance(value, expected) or isinstance(value, bool):
             kind = "an integer" if expected is int else "a string"
             raise refused(f"is {_shown(value)}, not {kind}", key)
-        problem = (
-            id_problem(value)
-            if expected is int
-            else length_problem(value, source_limits().max_field_chars, "PSTUTS_MAX_FIELD_CHARS")
-        )
-        if problem:
+        if isinstance(value, int) and (problem := id_problem(value)):
             raise refused(problem, key)
-        if expected is str and not encodes(value):
-            raise refused("holds a lone surrogate escape: not valid Unicode text", key)
+        if isinstance(value, str):
+            if problem := length_problem(value, source_limits().max_field_chars, "PSTUTS_MAX_FIELD_CHARS"):
+                raise refused(problem, key)
+            if not encodes(value):
+                raise refused("holds a lone surrogate escape: not valid Unicode text", key)
     return fields
 
 
@@ -163,7 +161,7 @@ def parse_cues(text: str, file: str, video_id: int, webvtt: bool) -> list[RawPhr
         raise InputError(
             file, f"holds {len(blocks):,} cues, over the limit of {limit:,} (PSTUTS_MAX_PHRASES_PER_VIDEO)", video_id
         )
-    phrases = []
+    phrases: list[RawPhrase] = []
     for block in blocks:
         where = f"cue {len(phrases) + 1}"
         timing = next((i for i, line in enumerate(block) if "-->" in line), None)
@@ -175,8 +173,8 @@ def parse_cues(text: str, file: str, video_id: int, webvtt: bool) -> list[RawPhr
         begin, _, rest = block[timing].partition("-->")
         end = rest.split()[0] if rest.split() else ""  # WebVTT cue settings (align:start ...) follow the end time
         text = _cue_text(block[timing + 1 :])
-        if length_problem(text, text_limit, "PSTUTS_MAX_PHRASE_CHARS"):
-            raise InputError(file, length_problem(text, text_limit, "PSTUTS_MAX_PHRASE_CHARS"), video_id, where)
+        if problem := length_problem(text, text_limit, "PSTUTS_MAX_PHRASE_CHARS"):
+            raise InputError(file, problem, video_id, where)
         phrases.append(
             RawPhrase(
                 len(phrases) + 1,
@@ -210,15 +208,15 @@ def read_caption_file(path: Path) -> tuple[list[SourceVideo], list[InputError]]:
     file = str(path)
     named = NAMED_ID.fullmatch(path.stem)
     if named and len(named.group(1)) > 24:
-        problem = f"the file name starts with a number of {len(named.group(1))} digits, not a video id"
-        return [], [InputError(file, problem, field="video_id")]
+        digits = f"the file name starts with a number of {len(named.group(1))} digits, not a video id"
+        return [], [InputError(file, digits, field="video_id")]
     named_id = int(named.group(1)) if named else None
     try:
         meta = _sidecar(path, named_id)
         video_id = meta.get("video_id", named_id)
-        if video_id is not None and id_problem(video_id):
+        if video_id is not None and (problem := id_problem(video_id)):
             # A file name of 300 digits: the id would not fit SQLite, Qdrant or a file name of its own.
-            raise InputError(file, f"the id in the file name {id_problem(video_id)}", field="video_id")
+            raise InputError(file, f"the id in the file name {problem}", field="video_id")
         if video_id is None:
             sidecar = path.with_suffix(SIDECAR_SUFFIX).name
             raise InputError(

@@ -50,7 +50,8 @@ def read_source_bytes(path: Path, max_bytes: int | None = None, timeout_s: float
         if not stat.S_ISREG(mode):
             raise UnreadableFile(errno.EINVAL, f"is {file_kind(mode)}, not a regular file: not read")
         deadline = time.monotonic() + timeout
-        blocks, size = [], 0
+        blocks: list[bytes] = []
+        size = 0
         while True:
             block = os.read(fd, BLOCK)
             if not block:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pstuts_pipeline.chunking import chunker as chunking
 from pstuts_pipeline.chunking.time_repair import repair_times
@@ -17,6 +17,9 @@ from pstuts_pipeline.embedding.checksums import sha256_file
 from pstuts_pipeline.settings import offline_model_hub, paths
 from pstuts_pipeline.sources import RawPhrase, load_catalog
 from pstuts_pipeline.training import skeleton
+
+if TYPE_CHECKING:
+    from sentence_transformers.base.modality_types import SingleInput
 
 EVALUATOR_NAME = "pstuts-dev"
 # The dev metrics kept in the card, by their short name, from InformationRetrievalEvaluator's keys.
@@ -218,7 +221,9 @@ def length_grouped_batches(
         last = start >= len(order)
         waiting += sorted(order[start : start + pool], key=lambda i: max(map(len, rows[i][1:])))
         while waiting:
-            batch, seen, rest = [], set(), []
+            batch: list[int] = []
+            seen: set[str] = set()
+            rest: list[int] = []
             for i in waiting:
                 if len(batch) < batch_size and seen.isdisjoint(rows[i]):
                     batch.append(i)
@@ -262,11 +267,12 @@ def dev_evaluator(split: Split, batch_size: int = 64):
     """Dev questions against every phrase passage of the dev videos; the answer phrase is the one relevant hit."""
     from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
 
-    queries = {f"q{i}": e.question for i, e in enumerate(split.examples)}
+    queries: dict[str, SingleInput] = {f"q{i}": e.question for i, e in enumerate(split.examples)}
+    corpus: dict[str, SingleInput] = dict(split.passages)
     relevant = {f"q{i}": {f"{e.video_id}:{e.sent_id}"} for i, e in enumerate(split.examples)}
     return InformationRetrievalEvaluator(
         queries=queries,
-        corpus=split.passages,
+        corpus=corpus,
         relevant_docs=relevant,
         accuracy_at_k=[1, 5, 10],
         precision_recall_at_k=[5],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -29,7 +30,9 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-PROBLEMS = {503: {"model": Problem, "description": "The collection is missing, empty or being written."}}
+PROBLEMS: dict[int | str, dict[str, Any]] = {
+    503: {"model": Problem, "description": "The collection is missing, empty or being written."}
+}
 
 
 def allowed_hosts(bound: str) -> list[str] | None:

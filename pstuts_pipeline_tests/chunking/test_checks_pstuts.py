@@ -184,7 +184,7 @@ def test_the_points_check_fails_when_a_video_lost_points_or_fields(all_pstuts, t
     first = stored_points(all_pstuts.storage)
     with qdrant.get_store() as store:
         mine = [p for p in first if str(p["payload"]["metadata"]["video_id"]) == key]
-        store.delete(ids=[mine[0]["id"]])
+        store.delete([mine[0]["id"]])
         payload = mine[1]["payload"]
         del payload["metadata"]["url"]
         [record] = store.retrieve([mine[1]["id"]], with_vectors=True)

@@ -32,7 +32,7 @@ def store(tmp_path, monkeypatch) -> Path:
 
 def _empty(folder: Path) -> None:
     store = EdgeStore(folder, COLLECTION, lock_timeout_s=5)
-    store.delete(where=models.Filter())
+    store.delete(models.Filter())
     store.close()
 
 

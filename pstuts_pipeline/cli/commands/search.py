@@ -20,10 +20,13 @@ def search(
     """Find the chunks, and the moments inside them, that answer a question, each with how likely it holds the answer."""
     from pstuts_pipeline.search import confidence, retrieval
 
-    if (question is None) == (questions is None):
+    if question is not None and questions is None:
+        asked = [question]
+    elif questions is not None and question is None:
+        asked = [q.strip() for q in questions.read_text().splitlines() if q.strip()]
+    else:
         console.print("give either a QUESTION or --questions FILE")
         raise typer.Exit(2)
-    asked = [question] if question is not None else [q.strip() for q in questions.read_text().splitlines() if q.strip()]
     if not asked:
         print_line(f"{questions} holds no question")
         raise typer.Exit(2)

@@ -2,7 +2,7 @@
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypedDict
 
 import typer
 from rich.table import Table
@@ -24,7 +24,13 @@ Threads = Annotated[
 ALL_CORES = len(os.sched_getaffinity(0))
 
 
-def training_files(train: list[Path], dev: list[Path], out: Path | None) -> dict[str, object]:
+class TrainingFiles(TypedDict):
+    train_files: list[str]
+    dev_files: list[str]
+    out_dir: str
+
+
+def training_files(train: list[Path], dev: list[Path], out: Path | None) -> TrainingFiles:
     """The files and output folder of a training command, as the training assets' config takes them."""
     return {
         "train_files": [str(f.resolve()) for f in train],
@@ -77,7 +83,7 @@ def tune_reranker(
     threads: Threads = ALL_CORES,
 ) -> None:
     """Train the cross-encoder reranker on the training files' questions (the `reranker` asset); print its folder."""
-    from pstuts_pipeline.defs.assets.reranker import RerankerConfig, materialize_reranker
+    from pstuts_pipeline.defs.assets.reranker import DEFAULTS, RerankerConfig, materialize_reranker
     from pstuts_pipeline.defs.instance import instance_for_cli
 
     config = RerankerConfig(
@@ -87,7 +93,7 @@ def tune_reranker(
         learning_rate=learning_rate,
         eval_steps=eval_steps,
         threads=threads,
-        **({} if max_steps is None else {"max_steps": max_steps}),
+        max_steps=DEFAULTS.max_steps if max_steps is None else max_steps,
     )
     print_trained(
         materialize_reranker(instance_for_cli(), config),

@@ -4,7 +4,7 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
@@ -47,7 +47,13 @@ def videos(
         print(json.dumps({"collection": qdrant.collection, "videos": rows}), flush=True)
         return
     table = Table(title=f"{len(rows)} videos in {escape(printable(repr(qdrant.collection)))}")
-    for name, justify in [("video", "right"), ("title", "left"), ("chunks", "right"), ("points", "right")]:
+    columns: list[tuple[str, JustifyMethod]] = [
+        ("video", "right"),
+        ("title", "left"),
+        ("chunks", "right"),
+        ("points", "right"),
+    ]
+    for name, justify in columns:
         table.add_column(name, justify=justify)
     table.add_column("ingested (UTC)")
     table.add_column("file")

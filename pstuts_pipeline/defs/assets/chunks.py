@@ -1,6 +1,7 @@
 """From a video's record to timestamped Kamradt chunks: one partition per video, many videos per run."""
 
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -37,7 +38,7 @@ def phrases_of(documents: list[Document]) -> list[Phrase]:
     ]
 
 
-def chunk_table(chunks: list[chunking.TimedChunk] | list[Document], rows: int = 20) -> dg.MetadataValue:
+def chunk_table(chunks: Sequence[chunking.TimedChunk | Document], rows: int = 20) -> dg.MetadataValue:
     """A preview of one video's chunks with their times, for the UI."""
     frame = pd.DataFrame(
         [
@@ -50,8 +51,14 @@ def chunk_table(chunks: list[chunking.TimedChunk] | list[Document], rows: int = 
     return dg.MetadataValue.md(frame.to_markdown(index=False))
 
 
+# A metadata value as the assets give it: Dagster shows numbers and text as they are.
+Metadata = dg.MetadataValue | str | float
+
+
 def report_partitions(
-    context: dg.AssetExecutionContext, by_partition: dict[str, dict[str, object]], totals: dict[str, object]
+    context: dg.AssetExecutionContext,
+    by_partition: Mapping[str, Mapping[str, Metadata]],
+    totals: Mapping[str, Metadata],
 ) -> None:
     """Each partition gets its own video's metadata; the run's totals are an observation of the asset as a whole."""
     try:
@@ -82,7 +89,7 @@ def embed_ahead(
     chunker: ChunkerResource,
     phrase_documents: dict[str, list[Document]],
     chunks: dict[str, list[chunking.TimedChunk]],
-) -> dict[str, object]:
+) -> dict[str, Metadata]:
     """Embed what qdrant_collection will store into the shared embedding cache now, outside the writers' pool.
 
     The local store admits one writer at a time (the `qdrant_writes` pool): with the vectors in the cache, the
@@ -95,7 +102,7 @@ def embed_ahead(
     model, counter = embeddings.get_embeddings()
     situating = chunker.context_settings()
     dense = {
-        key: chunk_context.dense_texts(meta["title"], meta["desc"], [c.text for c in chunks[key]], situating)
+        key: chunk_context.dense_texts(str(meta["title"]), str(meta["desc"]), [c.text for c in chunks[key]], situating)
         for key, meta in ((key, video_metadata(phrase_documents[key])) for key in chunks)
     }
     model.embed_documents(texts_to_embed(dense, chunks))
@@ -239,7 +246,7 @@ def kamradt_chunks(
     embedded = time.perf_counter()
     semantic_chunker = chunking.make_chunker(model, settings)
     result: dict[str, list[Document]] = {}
-    per_video: dict[str, dict[str, object]] = {}
+    per_video: dict[str, dict[str, Metadata]] = {}
     for done, (key, doc) in enumerate(full_transcripts.items(), 1):
         video_started = time.perf_counter()
         texts = chunking.semantic_chunks(semantic_chunker, doc.page_content)
@@ -287,7 +294,7 @@ def timestamped_chunks(
     window, special = embeddings.window()
     settings = chunker.settings(window)
     result: dict[str, list[chunking.TimedChunk]] = {}
-    per_video: dict[str, dict[str, object]] = {}
+    per_video: dict[str, dict[str, Metadata]] = {}
     for key, documents in phrase_documents.items():
         started = time.perf_counter()
         chunks = chunking.timed_chunks(

@@ -11,6 +11,7 @@ from pstuts_pipeline.defs.assets.chunks import (
     INGESTION_GROUP,
     SINGLE_RUN,
     TRANSIENT_RETRY,
+    Metadata,
     report_partitions,
     texts_to_embed,
 )
@@ -63,7 +64,8 @@ def qdrant_collection(
     unique = texts_to_embed(dense_texts, chunks)
     vectors = dict(zip(unique, model.embed_documents(unique), strict=True))
     embedded_at = time.perf_counter()
-    per_video: dict[str, dict[str, object]] = {}
+    per_video: dict[str, dict[str, Metadata]] = {}
+    written = deleted = 0
     with qdrant.get_store() as store:
         vectorstore.ensure_collection(store, len(next(iter(vectors.values()))), embeddings.model_id)
         video_ids = [raw_transcripts[key].video_id for key in chunks]
@@ -84,6 +86,7 @@ def qdrant_collection(
             )
             before = {str(p.id) for p in existing[video.video_id]}
             stale = vectorstore.replace_video_points(store, video.video_id, points, before)
+            written, deleted = written + len(points), deleted + stale
             per_video[key] = {
                 "video_id": video.video_id,
                 "title": info.title,
@@ -100,8 +103,8 @@ def qdrant_collection(
         context,
         per_video,
         {
-            "points_written": sum(int(m["points_written"]) for m in per_video.values()),
-            "stale_points_deleted": sum(int(m["stale_points_deleted"]) for m in per_video.values()),
+            "points_written": written,
+            "stale_points_deleted": deleted,
             "collection_points": total_points,
             "texts_embedded": counter.texts_embedded,
             "texts_from_cache": len(vectors) - counter.texts_embedded,

@@ -8,7 +8,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from pstuts_pipeline.defs.assets.chunks import TranscriptSource
+from pstuts_pipeline.defs.assets.chunks import Metadata, TranscriptSource
 from pstuts_pipeline.defs.assets.collection import qdrant_collection
 from pstuts_pipeline.defs.resources import EmbeddingsResource, QdrantResource, RerankerResource
 from pstuts_pipeline.search import evaluation, reranking
@@ -82,7 +82,7 @@ def retrieval_evaluation(
             asked=asked,
         )
     seconds = time.perf_counter() - started
-    compared = {}
+    compared: dict[str, Metadata] = {}
     if config.compare_collection:
         with qdrant.get_store(collection=config.compare_collection) as compared_store:
             compared = side_by_side(
@@ -136,7 +136,7 @@ def side_by_side(
     top_k: int,
     reranker: reranking.Reranker | None = None,
     asked: Sequence[evaluation.Question] = (),
-) -> dict[str, object]:
+) -> dict[str, Metadata]:
     """Score another collection, built with another model (e.g. base vs tuned), on the same questions.
 
     `model` is a folder, `latest`, or empty for the bundled model; `metrics` are this run's, and the
