@@ -31,7 +31,7 @@ def definitions() -> "dg.Definitions":
     return build_definitions()
 
 
-class Resources(TypedDict):
+class Resources(TypedDict, total=False):
     """What `resources_from_env` builds, by name (it types them all as dg.ConfigurableResource)."""
 
     transcript_source: "TranscriptSource"
@@ -42,14 +42,15 @@ class Resources(TypedDict):
     chat_model: "ChatModelResource"
 
 
-def resources() -> Resources:
-    """The resources the environment configures, for commands that read or search and run no job.
+def resources(*names: str) -> Resources:
+    """The resources `names` from the environment, for commands that read or search and run no job.
 
-    Not the whole code location: a setting only the sensor, the schedules or the runs read must not stop a search.
+    Not the whole code location, and only the resources the command uses: a setting only the sensor, the runs or
+    another command read (the chat model's, for a search) must not stop it.
     """
     from pstuts_pipeline.defs.resources import resources_from_env
 
-    return cast(Resources, resources_from_env())
+    return cast(Resources, resources_from_env(*names))
 
 
 @contextlib.contextmanager

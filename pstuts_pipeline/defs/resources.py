@@ -339,14 +339,19 @@ RESOURCE_TYPES: dict[str, type[dg.ConfigurableResource]] = {
 }
 
 
-def resources_from_env() -> dict[str, dg.ConfigurableResource]:
-    """Every resource, configured from the environment (docs/configuration.md); secrets as dg.EnvVar."""
-    resources: dict[str, dg.ConfigurableResource] = {
-        name: resource.from_settings(settings.load(resource.SETTINGS))
-        for name, resource in RESOURCE_TYPES.items()
-        if issubclass(resource, SettingsResource)
-    }
-    return {"transcript_source": TranscriptSource(data_dir=str(settings.paths().data_dir)), **resources}
+def resources_from_env(*names: str) -> dict[str, dg.ConfigurableResource]:
+    """The resources `names` (every one when none), configured from the environment; secrets as dg.EnvVar.
+
+    Only the named ones read their settings, so a command is stopped by a bad value of its own settings only.
+    """
+    made: dict[str, dg.ConfigurableResource] = {}
+    for name in names or RESOURCE_TYPES:
+        resource = RESOURCE_TYPES[name]
+        if issubclass(resource, SettingsResource):
+            made[name] = resource.from_settings(settings.load(resource.SETTINGS))
+        else:
+            made[name] = TranscriptSource(data_dir=str(settings.paths().data_dir))
+    return made
 
 
 def fingerprint_function(embeddings: EmbeddingsResource, chunker: ChunkerResource) -> Callable[[SourceVideo], str]:

@@ -39,6 +39,20 @@ def test_a_setting_only_runs_read_does_not_stop_a_command_that_runs_none(monkeyp
     assert code == 0 and err == "" and '"videos"' in out
 
 
+def test_a_bad_chat_setting_stops_ask_and_not_videos(monkeypatch, capsys, tmp_path):
+    """Each command reads only its own resources' settings: the chat model's are ask's, not the store listing's."""
+    monkeypatch.setenv("PSTUTS_STORAGE_DIR", str(tmp_path))
+    small_collection(tmp_path / "qdrant")
+    monkeypatch.setenv("PSTUTS_CHAT_MAX_TOKENS", "0")
+    code, out, err = run_main(monkeypatch, capsys, "videos", "--json")
+    assert code == 0 and err == "" and '"videos"' in out
+    code, out, err = run_main(monkeypatch, capsys, "ask", "free transform")
+    assert code == 1 and out == ""
+    assert (
+        err == "error: environment variable PSTUTS_CHAT_MAX_TOKENS is '0'; input should be greater than or equal to 1\n"
+    )
+
+
 def test_a_batch_size_below_one_is_refused_naming_the_variable(monkeypatch, capsys):
     monkeypatch.setenv("PSTUTS_EMBEDDING_BATCH_SIZE", "-3")
     code, out, err = run_main(monkeypatch, capsys, "search", "free transform")

@@ -26,7 +26,7 @@ def ask(
     from pstuts_pipeline.search.langchain_retriever import PstutsRetriever
 
     question = project.question_or_exit(question)
-    resources = project.resources()
+    resources = project.resources("embeddings", "chat_model", "qdrant")
     embeddings, settings = resources["embeddings"], resources["chat_model"].settings()
     # Answering only reads the collection: a read-only folder opens as it does for `search`.
     with project.collection(resources["qdrant"]) as store:

@@ -37,7 +37,7 @@ def evaluate(
         evaluate_answers(questions, sample, top_k or 3, as_json)
         return
     top_k = top_k or 10
-    resources = project.resources()
+    resources = project.resources("embeddings", "transcript_source", "qdrant", "reranker")
     embeddings = resources["embeddings"]
     asked = evaluation.folder_questions(resources["transcript_source"].path())
     with (
@@ -75,7 +75,7 @@ def evaluate_answers(questions: list, sample: int, top_k: int, as_json: bool) ->
     """`pstuts evaluate --answers`: the extractive answers, and the chat model's when one is configured, scored."""
     from pstuts_pipeline.answers import metrics as answer_metrics
 
-    resources = project.resources()
+    resources = project.resources("embeddings", "chat_model", "qdrant")
     embeddings, settings = resources["embeddings"], resources["chat_model"].settings()
     asked = answer_metrics.sample_questions(questions, sample)
     with project.collection(resources["qdrant"], read_only=False) as store:

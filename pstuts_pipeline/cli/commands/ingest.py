@@ -75,7 +75,7 @@ def register() -> None:
     from pstuts_pipeline.sources import load_catalog
 
     instance = instance_for_cli()
-    catalog = load_catalog(project.resources()["transcript_source"].path())
+    catalog = load_catalog(project.resources("transcript_source")["transcript_source"].path())
     keys = register_partitions(instance, catalog)
     console.print(f"{len(keys)} video partitions registered in {instance.root_directory}")
     for error in catalog.errors:

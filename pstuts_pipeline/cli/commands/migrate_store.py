@@ -8,7 +8,7 @@ def migrate_store() -> None:
     """Copy a store written by an older pstuts (qdrant-client's local mode) into Qdrant Edge, keeping the old one."""
     from pstuts_pipeline.search.migration import backup_folder, migrate_local_mode
 
-    folder = project.resources()["qdrant"].local_path
+    folder = project.resources("qdrant")["qdrant"].local_path
     copied = migrate_local_mode(folder)
     for collection, points in copied.items():
         console.print(f"{collection}: {points} points copied into Qdrant Edge", soft_wrap=True)

@@ -32,7 +32,7 @@ def search(
         raise typer.Exit(2)
     asked = [project.question_or_exit(q) for q in asked]
     threshold = confidence.threshold()
-    resources = project.resources()
+    resources = project.resources("embeddings", "qdrant", "reranker")
     embeddings = resources["embeddings"]
     with project.collection(resources["qdrant"]) as store:
         model = embeddings.query_embeddings()

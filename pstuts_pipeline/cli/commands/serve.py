@@ -21,7 +21,9 @@ def serve(
     from pstuts_pipeline.web.app import LOOPBACK, allowed_hosts, create_app
     from pstuts_pipeline.web.engine import Engine
 
-    engine = Engine.from_resources(project.resources())
+    engine = Engine.from_resources(
+        project.resources("embeddings", "qdrant", "chat_model", "transcript_source", "reranker")
+    )
     with console.status("loading the embedder"):
         engine.warm_up()
     status = engine.status()

@@ -23,7 +23,7 @@ def videos(
     from pstuts_pipeline.defs.materializations import latest_by_partition
     from pstuts_pipeline.search import vectorstore
 
-    qdrant = project.resources()["qdrant"]
+    qdrant = project.resources("qdrant")["qdrant"]
     with project.collection(qdrant) as store:
         stored = vectorstore.stored_videos(store)
     with instance_for_cli() as instance:
