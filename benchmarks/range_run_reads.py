@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 
 from benchmarks.store_growth import COPIES_PER_FILE, copies_file
-from pstuts_pipeline.defs.assets.chunks import own_videos_catalog
 from pstuts_pipeline.sources import load_catalog
-from pstuts_pipeline.sources.reconciliation import reconcile_folder
+from pstuts_pipeline.sources.reconciliation import own_videos_catalog, reconcile_folder
 from pstuts_pipeline_tests.support.pstuts_vqa import PSTUTS_DIR
 
 

@@ -22,8 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.ingest_speed import Workspace, pstuts_command, run_child
 from benchmarks.store_growth import COPIES_PER_FILE, FILES, bulk_write, copies_file, templates
+from pstuts_pipeline_tests.support.workspace import Workspace, pstuts_command, run_child
 
 MODES = ("cursor", "ledger", "no ledger")
 

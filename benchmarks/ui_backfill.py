@@ -19,26 +19,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from benchmarks.dagster_dev_path import DagsterDev
-from benchmarks.ingest_speed import Workspace, pstuts_command, run_child
 from benchmarks.store_growth import FILES
-from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
+from pstuts_pipeline_tests.support.dagster_dev import DagsterDev, launch_all_partitions
+from pstuts_pipeline_tests.support.workspace import Workspace, pstuts_command, run_child
 
-BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
-  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
-
-
-def launch_all_partitions(dev: DagsterDev) -> str:
-    """The backfill of every partition of the ingestion assets, as the UI launches it; its id."""
-    params = {
-        "allPartitions": True,
-        "fromFailure": False,
-        "assetSelection": [{"path": [n]} for n in INGESTION_ASSET_NAMES],
-    }
-    answer = dev.gql(BACKFILL, params=params)["launchPartitionBackfill"]
-    assert answer["__typename"] == "LaunchBackfillSuccess", answer
-    return answer["backfillId"]
 
 
 def backfill_runs(dev: DagsterDev, backfill: str, order: list[str]) -> list[dict]:

@@ -10,7 +10,7 @@ import dagster as dg
 import pytest
 
 from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
-from pstuts_pipeline_tests.support.dagster_dev import DagsterDev, ingest_runs, ranges, stored
+from pstuts_pipeline_tests.support.dagster_dev import DagsterDev, ingest_runs, launch_all_partitions, ranges, stored
 from pstuts_pipeline_tests.support.helpers import SAMPLE
 from pstuts_pipeline_tests.support.servers import QUICK_SENSOR, skip_or_fail
 from pstuts_pipeline_tests.support.workspace import Workspace
@@ -67,24 +67,13 @@ def test_files_dropped_in_are_batched_runs_and_edits_and_removals_follow(space, 
         assert set(instance.get_dynamic_partitions("videos")) == {"9001", "9002"}
 
 
-BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
-  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
-
-
 def test_a_backfill_of_every_partition_from_the_ui_is_split_into_runs_of_the_configured_size(space, dev):
     """What the UI's "Materialize all" sends: a backfill of every partition, which Dagster's daemon splits into runs
     of at most PSTUTS_MAX_VIDEOS_PER_RUN (1 here) partitions (BackfillPolicy.multi_run), each saying it was manual.
     benchmarks/ui_backfill.py does the same over the 65 PsTuts videos at 10 per run."""
     with dg.DagsterInstance.from_config(str(space.home)) as instance:
         partitions = instance.get_dynamic_partitions("videos")
-    params = {
-        "allPartitions": True,
-        "fromFailure": False,
-        "assetSelection": [{"path": [name]} for name in INGESTION_ASSET_NAMES],
-    }
-    answer = dev.gql(BACKFILL, params=params)["launchPartitionBackfill"]
-    assert answer["__typename"] == "LaunchBackfillSuccess", answer
-    backfill = answer["backfillId"]
+    backfill = launch_all_partitions(dev)
     ran = lambda: [r for r in dev.runs() if r["tags"].get("dagster/backfill") == backfill]
     dev.wait_until(lambda: ran() and all(r["status"] == "SUCCESS" for r in ran()), 600, f"backfill {backfill}")
     spans = sorted(

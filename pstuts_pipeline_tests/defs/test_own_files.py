@@ -6,11 +6,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from pstuts_pipeline.defs.assets.chunks import own_videos_catalog, raw_transcripts
+from pstuts_pipeline.defs.assets.chunks import raw_transcripts
 from pstuts_pipeline.defs.instance import RunTags
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import TranscriptSource
-from pstuts_pipeline.sources.reconciliation import reconcile_folder
+from pstuts_pipeline.sources.reconciliation import own_videos_catalog, reconcile_folder
 from pstuts_pipeline_tests.support.helpers import SAMPLE, settled, write_data
 
 

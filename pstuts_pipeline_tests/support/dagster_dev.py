@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 
+from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
 from pstuts_pipeline.defs.resources import QdrantResource
 from pstuts_pipeline_tests.support import REPO
 from pstuts_pipeline_tests.support.servers import free_port, http_json
@@ -177,3 +178,19 @@ def ranges(runs: list[dict]) -> list[tuple[str, str]]:
     return [
         (r["tags"]["dagster/asset_partition_range_start"], r["tags"]["dagster/asset_partition_range_end"]) for r in runs
     ]
+
+
+BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+
+
+def launch_all_partitions(dev: DagsterDev) -> str:
+    """The backfill of every partition of the ingestion assets, as the UI's "Materialize all" launches it; its id."""
+    params = {
+        "allPartitions": True,
+        "fromFailure": False,
+        "assetSelection": [{"path": [name]} for name in INGESTION_ASSET_NAMES],
+    }
+    answer = dev.gql(BACKFILL, params=params)["launchPartitionBackfill"]
+    assert answer["__typename"] == "LaunchBackfillSuccess", answer
+    return answer["backfillId"]

@@ -2,7 +2,6 @@
 
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import dagster as dg
 import pandas as pd
@@ -16,8 +15,8 @@ from pstuts_pipeline.defs.instance import RunTags, instance_home
 from pstuts_pipeline.defs.partitions import video_partitions
 from pstuts_pipeline.defs.resources import ChunkerResource, EmbeddingsResource, TranscriptSource
 from pstuts_pipeline.search import context as chunk_context
-from pstuts_pipeline.sources import VIDEO_FIELDS, Catalog, SourceVideo, load_catalog
-from pstuts_pipeline.sources.holdings import files_holding, read_holdings
+from pstuts_pipeline.sources import VIDEO_FIELDS, SourceVideo
+from pstuts_pipeline.sources.reconciliation import own_videos_catalog
 
 # Several videos in one run share one model load and one batch of embeddings.
 SINGLE_RUN = dg.BackfillPolicy.single_run()
@@ -107,21 +106,6 @@ def embed_ahead(
     }
     model.embed_documents(texts_to_embed(dense, chunks))
     return {"texts_embedded": counter.texts_embedded, "embed_seconds": round(time.perf_counter() - started, 2)}
-
-
-def own_videos_catalog(folder: Path, home: Path | None, wanted: set[int]) -> Catalog:
-    """The files that held these videos at the last reconcile, or the whole folder when one has moved since.
-
-    A range run of 100 videos out of 10,000 reads one file of 100 in 0.7 s instead of the folder in 81 s. The
-    reconcile that planned the run read the whole folder (and refused ids found twice); a copy of a video added to
-    another file since is seen by the next one.
-    """
-    held = files_holding(read_holdings(home, folder), wanted)
-    if held is not None:
-        catalog = load_catalog(folder, only=held)
-        if all(video in catalog.bad_video_ids or str(video) in catalog.videos for video in wanted):
-            return catalog
-    return load_catalog(folder)
 
 
 @dg.asset(partitions_def=video_partitions, backfill_policy=SINGLE_RUN, group_name=INGESTION_GROUP, kinds={"json"})
