@@ -95,9 +95,10 @@ class EmbeddingsResource(SettingsResource):
     cache_dir: str | None = as_resource_field(EmbeddingSettings, "cache_dir")
     openai_api_key: str | None = as_resource_field(EmbeddingSettings, "openai_api_key")
 
-    @property
+    @functools.cached_property
     def spec(self) -> embedding.EmbeddingSpec:
-        return _spec_of(self.typed())
+        """Made once per resource: chunking measures every chunk (`count_tokens`) through it."""
+        return embedding.EmbeddingSpec.from_settings(self.typed())
 
     @property
     def model_id(self) -> str:
@@ -129,10 +130,6 @@ class EmbeddingsResource(SettingsResource):
     def window(self) -> tuple[int, int]:
         """(input window in tokens, special tokens spent of it)."""
         return embedding.window_tokens(self.spec)
-
-
-# Chunking asks for the spec once per chunk it measures: build it once per settings.
-_spec_of = functools.lru_cache(maxsize=16)(embedding.EmbeddingSpec.from_settings)
 
 
 class DagsterFailures(Embeddings):
