@@ -46,13 +46,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def answers(url: str) -> bool:
-    """True once anything answers HTTP at url, even with an error status (a keyed server answers 401)."""
+def answers(url: str, errors_count: bool = True) -> bool:
+    """True once the server at url answers HTTP; an error status counts only if errors_count (a keyed server answers 401)."""
     try:
         with urllib.request.urlopen(url, timeout=3):
             return True
     except urllib.error.HTTPError:
-        return True
+        return errors_count
     except OSError:
         return False
 
@@ -71,7 +71,13 @@ def stop_group(process: subprocess.Popen, timeout: float = 30) -> None:
 
 @contextmanager
 def serve(
-    command: list[str], folder: Path, ready_url: str, what: str, env: dict[str, str] | None = None, timeout: float = 180
+    command: list[str],
+    folder: Path,
+    ready_url: str,
+    what: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 180,
+    errors_count: bool = True,
 ) -> Iterator[subprocess.Popen]:
     """Run a server with `folder` as its working directory and log until the block ends, then stop it."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -87,7 +93,9 @@ def serve(
             start_new_session=True,
         )
     try:
-        wait_until(lambda: answers(ready_url), timeout, f"{what} (log {log})", lambda: process.poll() is None)
+        wait_until(
+            lambda: answers(ready_url, errors_count), timeout, f"{what} (log {log})", lambda: process.poll() is None
+        )
         yield process
     finally:
         stop_group(process)
@@ -136,7 +144,8 @@ def chat_server(folder: Path) -> Iterator[str]:
     port = free_port()
     command = [sys.executable, str(REPO / "scripts" / "chat_server.py"), str(gguf), str(port), CHAT_MODEL, "1"]
     url = f"http://127.0.0.1:{port}/v1"
-    with serve(command, folder, f"{url}/models", f"the chat server on port {port}", timeout=120):
+    # llama.cpp answers 503 "Loading model" until the weights are in: only a 200 means it can answer a question.
+    with serve(command, folder, f"{url}/models", f"the chat server on port {port}", timeout=120, errors_count=False):
         yield url
 
 
