@@ -1,4 +1,4 @@
-"""Does a bigger input cost in proportion to its size? Phrase length, phrases per video, caption cues.
+"""Does a bigger input cost in proportion to its size? Phrase length, phrases per video, caption cues, junk records, nesting.
 
 Run from the checkout:  .venv/bin/python -m benchmarks.input_growth [--json out.json]
 
@@ -29,11 +29,15 @@ RANGES = {
     "phrase_length": [10_000, 100_000, 1_000_000],  # characters of one phrase
     "phrases_per_video": [1_000, 10_000, 100_000],  # phrases, half of them without times
     "caption_cues": [1_000, 10_000, 100_000, 200_000],  # cues of one SRT file
+    "junk_records": [10_000, 100_000, 500_000],  # records of one file that are not objects (refused)
+    "nesting_levels": [1_000, 10_000, 100_000],  # brackets of one file nested this deep (refused)
 }
 UNITS = {
     "phrase_length": ("MB", 1_000_000),
     "phrases_per_video": ("1k phrases", 1_000),
     "caption_cues": ("1k cues", 1_000),
+    "junk_records": ("100k records", 100_000),
+    "nesting_levels": ("100k levels", 100_000),
 }
 WORDS = "open the layers panel then choose free transform and drag a corner handle to scale".split()
 
@@ -59,6 +63,12 @@ def generate(kind: str, size: int, folder: Path) -> None:
                     f"{(begin + 1) // 3600:02}:{(begin + 1) // 60 % 60:02}:{(begin + 1) % 60:02},500\n"
                     f"{_words(60, i)}\n\n"
                 )
+        return
+    if kind == "junk_records":
+        (folder / "junk.json").write_text("[" + ",".join(["0"] * size) + "]")
+        return
+    if kind == "nesting_levels":
+        (folder / "deep.json").write_text("[" * size + "]" * size)
         return
     if kind == "phrase_length":
         phrases = [{"sent_id": 1, "sent": _words(size), "begin": 0.0, "end": 60.0}]
@@ -117,9 +127,8 @@ def run_point(kind: str, size: int) -> dict[str, object]:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     unit_name, unit = UNITS[kind]
     units = size / unit
-    result.update(kind=kind, size=size, unit=unit_name)
+    result.update(kind=kind, size=size, unit=unit_name, seconds_per_unit=result["seconds"] / units)
     if "refused" not in result:
-        result["seconds_per_unit"] = result["seconds"] / units
         result["rss_mb_per_unit"] = result["rss_growth_mb"] / units
     return result
 
@@ -144,7 +153,11 @@ def main() -> None:
             if "failed" in r:
                 print(f"{kind:18} {size:>9,}  FAILED {r['failed']}")
             elif "refused" in r:
-                print(f"{kind:18} {size:>9,}  refused in {r['seconds']:.2f} s: {r['refused']}")
+                print(
+                    f"{kind:18} {size:>9,}  refused in {r['seconds']:.2f} s ({r['seconds_per_unit']:.3f} s/{r['unit']}): "
+                    f"{r['refused'][:120]}",
+                    flush=True,
+                )
             else:
                 print(
                     f"{kind:18} {size:>9,}  {r['seconds']:8.2f} s  {r['seconds_per_unit']:8.3f} s/{r['unit']}  "

@@ -2,7 +2,6 @@
 
 import codecs
 import json
-import time
 from pathlib import Path
 
 from pstuts_pipeline.sources import load_catalog
@@ -22,11 +21,8 @@ def folder_with(tmp_path: Path, files: dict[str, bytes]) -> Path:
 def test_half_a_million_junk_records_are_one_summary_line_and_the_good_videos_still_plan(tmp_path):
     junk = b"[" + b",".join([b"0"] * 500_000) + b"]"  # 1 MB
     data = folder_with(tmp_path, {"junk.json": junk})
-    started = time.perf_counter()
-    catalog = load_catalog(data)
+    catalog = load_catalog(data)  # its time grows with the records: benchmarks/input_growth.py --only junk_records
     plan = reconcile(catalog, {}, lambda video: "f")
-    seconds = time.perf_counter() - started
-    assert seconds < 30, f"{seconds:.1f} s"  # about 1.3 s here; before: not done after 600 s
     junk_file = str(data / "junk.json")
     assert [str(e) for e in catalog.errors] == [
         f"{junk_file}: 500,000 records rejected, first 3: record 0 is a number, not an object; "
@@ -50,9 +46,7 @@ def test_many_bad_videos_hold_back_their_points_and_are_named_when_asked_for(tmp
 
 def test_a_hundred_thousand_levels_of_nesting_are_one_line_naming_the_file(tmp_path):
     data = folder_with(tmp_path, {"deep.json": b"[" * 100_000 + b"]" * 100_000})
-    started = time.perf_counter()
     catalog = load_catalog(data)
-    assert time.perf_counter() - started < 30
     assert [str(e) for e in catalog.errors] == [
         f"{data / 'deep.json'}: is nested too deeply to be read (a PsTuts file needs 4 levels of brackets)"
     ]
