@@ -32,9 +32,9 @@ def worker(repeats: int) -> None:
     """In a fresh process over the workspace's home: `repeats` no-op ticks per mode; print milliseconds per mode."""
     import dagster as dg
 
-    from pstuts_pipeline.defs.ledger import LEDGER_FILE
     from pstuts_pipeline.defs.resources import resources_from_env
     from pstuts_pipeline.defs.sensors import build_folder_sensor
+    from pstuts_pipeline.sources.ledger import LEDGER_FILE
 
     resources = resources_from_env()
     sensor = build_folder_sensor()
