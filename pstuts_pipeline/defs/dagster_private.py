@@ -11,6 +11,8 @@
 - `poll_celery_steps_every`: dagster-celery's executor loop sleeps a module constant (`TICK_SECONDS`, 1 s) between
   looking at its steps, so every step of a Celery run waited up to a second to be noticed done and its successor
   sent; nothing public sets it.
+- `use_engine` / `ConfigurableClassData`: dagster-postgres's storages open a connection for every query and take no
+  pool setting (defs/postgres_storage.py); their engine is a private attribute.
 
 `pstuts_pipeline_tests/defs/test_dagster_private.py` imports each and checks its shape, so the Dagster upgrade that
 moves or changes one fails there, not in a user's sensor tick.
@@ -19,9 +21,11 @@ moves or changes one fails there, not in a user's sensor tick.
 from collections.abc import Mapping
 
 import dagster as dg
+import sqlalchemy
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from dagster._serdes import ConfigurableClassData
 
 
 def poll_celery_steps_every(seconds: float) -> None:
@@ -29,6 +33,13 @@ def poll_celery_steps_every(seconds: float) -> None:
     from dagster_celery import core_execution_loop  # the `celery` extra
 
     core_execution_loop.TICK_SECONDS = seconds  # type: ignore[assignment]  # an int in dagster-celery, read as a sleep
+
+
+def use_engine(storage: object, engine: sqlalchemy.Engine) -> None:
+    """Point a dagster-postgres storage at another SQLAlchemy engine (its `_engine`, made with NullPool)."""
+    if not isinstance(getattr(storage, "_engine", None), sqlalchemy.Engine):
+        raise TypeError(f"{type(storage).__name__} keeps no SQLAlchemy engine in `_engine` any more")
+    storage._engine = engine  # type: ignore[attr-defined]  # noqa: SLF001 - the point of this module
 
 
 def add_metadata_by_partition(
@@ -54,6 +65,8 @@ __all__ = [
     "AssetCheckEvaluationTargetMaterializationData",
     "BulkActionStatus",
     "BulkActionsFilter",
+    "ConfigurableClassData",
     "add_metadata_by_partition",
     "poll_celery_steps_every",
+    "use_engine",
 ]

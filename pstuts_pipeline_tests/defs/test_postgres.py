@@ -1,6 +1,9 @@
 """A real Dagster instance on PostgreSQL, configured by deploy/dagster.yaml: a video is materialized with it and the
-run, its materializations and check results are read back from the database."""
+run, its materializations and check results are read back from the database; its storages hold a connection per
+process (defs/postgres_storage.py) and survive a dropped connection and a fork."""
 
+import multiprocessing
+import os
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -11,6 +14,11 @@ import pytest
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.assets import INGESTION_ASSET_NAMES
+from pstuts_pipeline.defs.postgres_storage import (
+    PooledPostgresEventLogStorage,
+    PooledPostgresRunStorage,
+    PooledPostgresScheduleStorage,
+)
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline_tests.support.servers import REPO, postgres_server
 
@@ -53,11 +61,10 @@ def fresh_database(postgres) -> Iterator[str]:
     admin(postgres, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_a_video_materialized_with_the_production_instance_is_recorded_in_postgres(
-    storage, postgres, fresh_database, monkeypatch
-):
-    home = storage / "dagster_home"
-    shutil.copy(REPO / "deploy" / "dagster.yaml", home / "dagster.yaml")
+@pytest.fixture
+def production_instance(storage, postgres, fresh_database, monkeypatch) -> None:
+    """DAGSTER_HOME holds deploy/dagster.yaml, its variables point at a fresh database, PSTUTS_DATA_DIR at data/."""
+    shutil.copy(REPO / "deploy" / "dagster.yaml", storage / "dagster_home" / "dagster.yaml")
     for name, value in {
         "DAGSTER_PG_HOST": postgres["host"],
         "DAGSTER_PG_PORT": postgres["port"],
@@ -68,16 +75,32 @@ def test_a_video_materialized_with_the_production_instance_is_recorded_in_postgr
     }.items():
         monkeypatch.setenv(name, value)
 
+
+def sessions(pg: dict[str, str], database: str) -> int:
+    """Connections PostgreSQL has accepted to the database since it started (each one a forked backend)."""
+    [(count,)] = query(pg, "postgres", "SELECT sessions FROM pg_stat_database WHERE datname = %s", database)
+    return count
+
+
+def test_a_video_materialized_with_the_production_instance_is_recorded_in_postgres(
+    storage, postgres, fresh_database, production_instance
+):
+    home = storage / "dagster_home"
     with dg.DagsterInstance.get() as instance:
-        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-        assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
-        assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
+        assert isinstance(instance.run_storage, PooledPostgresRunStorage)
+        assert isinstance(instance.event_log_storage, PooledPostgresEventLogStorage)
+        assert isinstance(instance.schedule_storage, PooledPostgresScheduleStorage)
+        before = sessions(postgres, fresh_database)
         report = ingest(build_definitions(resources_from_env()), instance, only=["9001"])
+        opened = sessions(postgres, fresh_database) - before
     assert report.ok and report.plan.to_ingest == ["9001"] and len(report.run_ids) == 1
     run_id = report.run_ids[0]
 
     runs = query(postgres, fresh_database, "SELECT run_id, pipeline_name, status FROM runs")
     assert runs == [(run_id, "ingest_videos", "SUCCESS")]
+    events = query(postgres, fresh_database, "SELECT count(*) FROM event_logs WHERE run_id = %s", run_id)[0][0]
+    # The stock storages open one connection per query: more than one per stored event.
+    assert events > 40 and opened <= 10, f"{opened} connections opened for a run that stored {events} events"
     tags = dict(query(postgres, fresh_database, "SELECT key, value FROM run_tags WHERE run_id = %s", run_id))
     assert tags["pstuts/trigger"] == "cli" and tags["dagster/asset_partition_range_start"] == "9001"
 
@@ -115,3 +138,48 @@ def test_a_video_materialized_with_the_production_instance_is_recorded_in_postgr
         assert event.run_id == run_id and event.asset_materialization.partition == "9001"
         assert event.asset_materialization.metadata["points_written"].value == report.chunks > 0
     assert not list((home).glob("**/*.db")), "nothing may fall back to SQLite under DAGSTER_HOME"
+
+
+def test_the_pooled_storages_survive_a_dropped_connection_and_a_fork(postgres, fresh_database, production_instance):
+    """A connection the server closed is replaced before use; a forked process opens its own and leaves the parent's."""
+    run_id = str(uuid.uuid4())
+    with dg.DagsterInstance.get() as instance:
+        report(instance, run_id, "before")
+        # What a database restart or an idle timeout does to the pooled connections.
+        query(
+            postgres,
+            "postgres",
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            fresh_database,
+        )
+        report(instance, run_id, "after the server dropped the connections")
+        opened = sessions(postgres, fresh_database)
+
+        child = multiprocessing.get_context("fork").Process(target=_report_from_a_child, args=(run_id,), daemon=True)
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0
+        assert sessions(postgres, fresh_database) > opened, "the child must open its own connection"
+
+        report(instance, run_id, "after the fork")
+        logged = [e.message for e in instance.all_logs(run_id)]
+    assert logged == [
+        "before",
+        "after the server dropped the connections",
+        "from the child",
+        "after the fork",
+    ]
+
+
+def report(instance: dg.DagsterInstance, run_id: str, message: str) -> None:
+    instance.report_engine_event(message, job_name="pooled_storage_probe", run_id=run_id)
+
+
+def _report_from_a_child(run_id: str) -> None:
+    code = 1
+    try:
+        with dg.DagsterInstance.get() as instance:
+            report(instance, run_id, "from the child")
+        code = 0
+    finally:
+        os._exit(code)  # as cli/runs_elsewhere.py: nothing of the parent's runs here

@@ -1,5 +1,6 @@
 """No single-machine assumption: intermediate assets on any fsspec URL, deployment examples that match the code."""
 
+import importlib
 import re
 import uuid
 
@@ -46,7 +47,11 @@ def test_the_production_instance_yaml_is_valid_dagster_config(tmp_path, monkeypa
         monkeypatch.setenv(name, value)
     (tmp_path / "dagster.yaml").write_text((DEPLOY / "dagster.yaml").read_text())
     config, _ = dagster_instance_config(str(tmp_path))
-    assert config["storage"]["postgres"]["postgres_db"]["scheme"] == "postgresql+psycopg2"
+    for name in ("run_storage", "event_log_storage", "schedule_storage"):
+        storage = config[name]
+        assert storage["module"] == "pstuts_pipeline.defs.postgres_storage", name
+        assert hasattr(importlib.import_module(storage["module"]), storage["class"]), name
+        assert storage["config"]["postgres_db"]["scheme"] == "postgresql+psycopg2", name
     assert config["concurrency"]["pools"]["default_limit"] == 1
 
 
