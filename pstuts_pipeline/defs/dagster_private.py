@@ -11,8 +11,9 @@
 - `poll_celery_steps_every`: dagster-celery's executor loop sleeps a module constant (`TICK_SECONDS`, 1 s) between
   looking at its steps, so every step of a Celery run waited up to a second to be noticed done and its successor
   sent; nothing public sets it.
-- `use_engine` / `ConfigurableClassData`: dagster-postgres's storages open a connection for every query and take no
-  pool setting (defs/postgres_storage.py); their engine is a private attribute.
+- `use_engine`, `ConfigurableClassData`, `PostgresStorageConfig`: dagster-postgres's storages open a connection for
+  every query and take no pool setting (defs/postgres_storage.py); their engine is a private attribute, and the
+  types their `from_config_value` takes live in private modules.
 
 `pstuts_pipeline_tests/defs/test_dagster_private.py` imports each and checks its shape, so the Dagster upgrade that
 moves or changes one fails there, not in a user's sensor tick.
@@ -24,6 +25,7 @@ import dagster as dg
 import sqlalchemy
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
+from dagster._core.storage.config import PostgresStorageConfig
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from dagster._serdes import ConfigurableClassData
 
@@ -66,6 +68,7 @@ __all__ = [
     "BulkActionStatus",
     "BulkActionsFilter",
     "ConfigurableClassData",
+    "PostgresStorageConfig",
     "add_metadata_by_partition",
     "poll_celery_steps_every",
     "use_engine",

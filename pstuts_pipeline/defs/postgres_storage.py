@@ -20,11 +20,10 @@ from collections.abc import Mapping
 from typing import Any, Self, cast
 
 import sqlalchemy
-from dagster._core.storage.config import PostgresStorageConfig
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
 
-from pstuts_pipeline.defs.dagster_private import ConfigurableClassData, use_engine
+from pstuts_pipeline.defs.dagster_private import ConfigurableClassData, PostgresStorageConfig, use_engine
 
 # A pooled connection idle longer than this is replaced, before a server or a proxy would drop it.
 RECYCLE_S = 3600

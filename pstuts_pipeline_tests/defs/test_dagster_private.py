@@ -3,6 +3,7 @@ the Dagster upgrade that moves or changes one fails here, not in a user's sensor
 
 import dagster as dg
 import pytest
+import sqlalchemy
 
 from pstuts_pipeline.defs import dagster_private
 
@@ -78,3 +79,20 @@ def test_the_celery_executor_loop_sleeps_the_module_constant_that_sets_its_polli
     finally:
         core_execution_loop.TICK_SECONDS = before
     assert "time.sleep(TICK_SECONDS)" in inspect.getsource(core_execution_loop.core_celery_execution_loop)
+
+
+def test_the_postgres_storages_keep_their_engine_where_use_engine_replaces_it():
+    """Without a server: the stock storages' source still assigns `self._engine`, which use_engine replaces."""
+    import inspect
+
+    import dagster_postgres
+
+    for storage in (
+        dagster_postgres.PostgresRunStorage,
+        dagster_postgres.PostgresEventLogStorage,
+        dagster_postgres.PostgresScheduleStorage,
+    ):
+        assert "self._engine = create_pg_engine(" in inspect.getsource(storage.__init__), storage.__name__
+    assert {"postgres_url", "postgres_db"} <= set(dagster_private.PostgresStorageConfig.__annotations__)
+    with pytest.raises(TypeError, match="no SQLAlchemy engine"):
+        dagster_private.use_engine(object(), sqlalchemy.create_engine("sqlite://"))
