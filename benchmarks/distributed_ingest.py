@@ -9,7 +9,8 @@ embedding cache and ONNX export). In-process: `pstuts ingest` under `taskset -c 
 (OMP/MKL/OpenBLAS at 1; ONNX Runtime takes the process's affinity), the project's default run size (one run).
 Celery: a fresh cluster (pstuts_pipeline_tests/support/cluster.py: Redis, PostgreSQL, N `dagster-celery worker` with one
 pool process each, worker i under `taskset -c <core i>` with one thread), then `pstuts ingest` with
-PSTUTS_EXECUTOR=celery and PSTUTS_MAX_VIDEOS_PER_RUN=--videos-per-run, so the ingest is several runs executed at once.
+PSTUTS_EXECUTOR=celery and PSTUTS_MIN_RUNS_PER_INGEST=--runs, so the ingest is that many runs of about equal work,
+executed at once.
 The CLI, Redis and PostgreSQL are not pinned: on this 2-core machine they share the workers' cores (on real machines
 they would have their own).
 
@@ -121,12 +122,12 @@ def where_time_went(home: Path, env: dict[str, str]) -> dict[str, float]:
     }
 
 
-def measure_celery(files: list[Path], workers: int, videos_per_run: int, settings: dict[str, str]) -> dict:
+def measure_celery(files: list[Path], workers: int, runs: int, settings: dict[str, str]) -> dict:
     """A fresh cluster with `workers` pinned workers, then `pstuts ingest` on it: one row per process."""
     from pstuts_pipeline_tests.support.cluster import celery_cluster
 
     name = f"celery_{workers}w" + ("_server" if "QDRANT_URL" in settings else "")
-    settings = {"PSTUTS_MAX_VIDEOS_PER_RUN": str(videos_per_run), "PSTUTS_ALLOW_LINKS_OUTSIDE": "1", **settings}
+    settings = {"PSTUTS_MIN_RUNS_PER_INGEST": str(runs), "PSTUTS_ALLOW_LINKS_OUTSIDE": "1", **settings}
     with celery_cluster(workers, settings=settings, pinned=True) as cluster:
         (cluster.root / "data").mkdir(exist_ok=True)
         for f in files:
@@ -194,7 +195,7 @@ def summary(results: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--videos-per-run", type=int, default=33, help="PSTUTS_MAX_VIDEOS_PER_RUN of the Celery modes")
+    parser.add_argument("--runs", type=int, default=2, help="PSTUTS_MIN_RUNS_PER_INGEST of the Celery modes")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--root", type=Path, default=Path("/tmp/pstuts-distributed-bench"))
     args = parser.parse_args()
@@ -209,7 +210,7 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "load_before": load(),
     }
-    info |= {"videos_per_run": args.videos_per_run, "qdrant_server": server or NO_SERVER}
+    info |= {"runs": args.runs, "qdrant_server": server or NO_SERVER}
     results: list[dict] = []
 
     def done(result: dict) -> None:
@@ -226,10 +227,10 @@ def main() -> None:
         print(f"round {number}/{args.rounds}, load {load()}", flush=True)
         done(measure_in_process(files, args.root))
         for workers in (1, 2):
-            done(measure_celery(files, workers, args.videos_per_run, {}))
+            done(measure_celery(files, workers, args.runs, {}))
             if server:  # a collection of its own each time: from nothing, on a server that outlives the cluster
                 fresh = {"QDRANT_URL": server, "PSTUTS_COLLECTION": f"bench_{time.time_ns()}"}
-                done(measure_celery(files, workers, args.videos_per_run, fresh))
+                done(measure_celery(files, workers, args.runs, fresh))
     if not server:
         print(f"Qdrant server variant {NO_SERVER}")
     result = summary(results)

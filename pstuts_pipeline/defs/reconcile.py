@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +35,6 @@ from pstuts_pipeline.sources import ledger as ledgers
 from pstuts_pipeline.sources.reconciliation import REMOVED_REASON, Reconciliation, reconcile_folder
 
 INGEST_JOB_NAME = "ingest_videos"
-# A video whose fingerprint stands for the model and chunk settings in a tick's signature.
 REMOVE_JOB_NAME = "remove_videos"
 # A tick does not wait long for a search or a CLI ingest that holds the local Qdrant folder.
 TICK_LOCK_TIMEOUT_S = 10
@@ -48,37 +47,67 @@ IN_PROGRESS = [
 ]
 
 
-def ingest_ranges(
-    selected: list[str],
-    order: list[str],
-    limit: int,
-    phrases: dict[str, int] | None = None,
-    max_phrases: int | None = None,
-) -> list[tuple[str, str]]:
-    """Cover `selected` with [first, last] runs of consecutive keys in partition order, at most `limit` videos each
-    and, given each video's phrase count, at most `max_phrases` phrases (a bigger video runs alone).
+@dataclass(frozen=True)
+class RunLimits:
+    """How an ingest is cut into runs: what one run may hold, how many runs at least, and what each video weighs."""
 
-    One range is one Dagster run (the assets' single-run backfill policy), so the model loads once per range; the
-    limits bound a run's memory, which grows with its phrases (their vectors are held until written).
-    """
-    wanted = set(selected)
-    weights = phrases or {}
+    max_videos: int
+    max_phrases: int | None = None
+    min_runs: int = 1
+    phrases: Mapping[str, int] = field(default_factory=dict)  # bound memory
+    work: Mapping[str, int] = field(default_factory=dict)  # balanced between runs
+
+
+def cut_ranges(selected: set[str], order: list[str], limits: RunLimits, most_work: int | None) -> list[tuple[str, str]]:
+    """The fewest [first, last] ranges of consecutive selected keys within the limits, each filled before the next."""
     ranges: list[tuple[str, str]] = []
     current: list[str] = []
-    load = 0
+    phrases = work = 0
     for key in order:
-        weight = weights.get(key, 0)
-        fits = len(current) < limit and (max_phrases is None or not current or load + weight <= max_phrases)
-        if key in wanted and fits:
-            current.append(key)
-            load += weight
+        if key not in selected:
+            if current:
+                ranges.append((current[0], current[-1]))
+            current, phrases, work = [], 0, 0
             continue
-        if current:
+        weight, effort = limits.phrases.get(key, 0), limits.work.get(key, 0)
+        fits = (
+            len(current) < limits.max_videos
+            and (limits.max_phrases is None or phrases + weight <= limits.max_phrases)
+            and (most_work is None or work + effort <= most_work)
+        )
+        if current and not fits:
             ranges.append((current[0], current[-1]))
-        current, load = ([key], weight) if key in wanted else ([], 0)
+            current, phrases, work = [], 0, 0
+        current.append(key)
+        phrases, work = phrases + weight, work + effort
     if current:
         ranges.append((current[0], current[-1]))
     return ranges
+
+
+def ingest_ranges(selected: list[str], order: list[str], limits: RunLimits) -> list[tuple[str, str]]:
+    """Cover `selected` with [first, last] runs of consecutive keys in partition order: at most `max_videos` videos
+    and `max_phrases` phrases each (a bigger video runs alone), as few runs as that allows but at least `min_runs`,
+    cut where the heaviest run's work is least.
+
+    One range is one Dagster run (the assets' single-run backfill policy), so the model loads once per range; the
+    limits bound a run's memory, which grows with its phrases (their vectors are held until written). Runs of equal
+    work end together when each has a worker of its own.
+    """
+    wanted = set(selected)
+    fewest = cut_ranges(wanted, order, limits, None)
+    runs = max(len(fewest), min(limits.min_runs, len(wanted)))
+    if runs < 2 or not limits.work:
+        return fewest
+    low = max(limits.work.get(k, 0) for k in wanted)  # the least cap at which every video fits a run
+    high = sum(limits.work.get(k, 0) for k in wanted)
+    while low < high:  # the least cap that needs no more than `runs` runs
+        middle = (low + high) // 2
+        if len(cut_ranges(wanted, order, limits, middle)) <= runs:
+            high = middle
+        else:
+            low = middle + 1
+    return cut_ranges(wanted, order, limits, low)
 
 
 @dataclass
@@ -156,9 +185,11 @@ def ingest_run_requests(
 ) -> list[dg.RunRequest]:
     """One ingest run per bounded range of consecutive partitions, tagged with who asked and why."""
     requests = []
-    for first, last in ingest_ranges(
-        result.to_ingest, order, limit, result.phrases, source_limits().max_phrases_per_run
-    ):
+    limits = source_limits()
+    run_limits = RunLimits(
+        limit, limits.max_phrases_per_run, limits.min_runs_per_ingest, result.phrases, result.characters
+    )
+    for first, last in ingest_ranges(result.to_ingest, order, run_limits):
         keys = order[order.index(first) : order.index(last) + 1]
         reasons = sorted({result.reasons[k] for k in keys})
         requests.append(

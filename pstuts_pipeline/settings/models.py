@@ -383,8 +383,7 @@ class SourceSettings(Settings):
         100,
         ge=1,
         doc="the CLI, the sensor, the schedules and a backfill from the UI put at most this many videos in one run "
-        "(bounds memory); on Celery workers also how an ingest spreads: about its videos divided by the workers "
-        "([operations-distributed.md](operations-distributed.md#how-an-ingest-spreads))",
+        "(bounds memory)",
     )
     max_phrases_per_run: int = setting(
         "PSTUTS_MAX_PHRASES_PER_RUN",
@@ -392,6 +391,14 @@ class SourceSettings(Settings):
         ge=1,
         doc="and at most this many phrases; a video with more runs alone (an ingest's peak memory is set by its "
         "largest video: [benchmarks.md](benchmarks.md#hostile-input))",
+    )
+    min_runs_per_ingest: int = setting(
+        "PSTUTS_MIN_RUNS_PER_INGEST",
+        1,
+        ge=1,
+        doc="the CLI, the sensor and the schedules split an ingest of more videos into at least this many runs, of about equal work "
+        "(their transcripts' characters), so that many Celery workers each take one and end together; set it to the "
+        "number of workers (a backfill from the UI is split by count alone) ([operations-distributed.md](operations-distributed.md#how-an-ingest-spreads))",
     )
 
 

@@ -29,6 +29,8 @@ class Reconciliation:
     reasons: dict[str, str] = field(default_factory=dict)
     # The phrases of each video to ingest: runs are cut by them as well as by videos, to bound their memory.
     phrases: dict[str, int] = field(default_factory=dict)
+    # The characters of each video's transcript, a measure of its work: runs are balanced by them.
+    characters: dict[str, int] = field(default_factory=dict)
     # Stored videos kept although no file names them now, because a file that may hold them could not be read.
     held_back: list[str] = field(default_factory=list)
     # Why removals were not made although their files are gone (too many at once), or "".
@@ -117,6 +119,7 @@ def reconcile(
         if force or prints != {fingerprint_of(video)}:
             result.to_ingest.append(key)
             result.phrases[key] = len(video.phrases)
+            result.characters[key] = sum(len(phrase.text) for phrase in video.phrases)
             result.reasons[key] = FORCED_REASON if force else NEW_REASON if not prints else CHANGED_REASON
         else:
             result.unchanged.append(key)

@@ -15,7 +15,7 @@ from pstuts_pipeline.chunking import chunker as chunking
 from pstuts_pipeline.cli.ingest import ingest
 from pstuts_pipeline.cli.report import IngestSettings, unchanged_report
 from pstuts_pipeline.definitions import build_definitions
-from pstuts_pipeline.defs.reconcile import fingerprint_function, ingest_ranges, plan_tick, read_store
+from pstuts_pipeline.defs.reconcile import RunLimits, fingerprint_function, ingest_ranges, plan_tick, read_store
 from pstuts_pipeline.defs.resources import resources_from_env
 from pstuts_pipeline.sources import load_catalog, normalize_text
 from pstuts_pipeline.sources.reconciliation import reconcile
@@ -237,13 +237,34 @@ def test_a_cli_ingest_with_nothing_to_do_loads_neither_dagster_nor_qdrant_nor_a_
 
 def test_runs_hold_at_most_the_limit_of_consecutive_partitions():
     order = [str(k) for k in (3, 5, 8, 13, 21, 34, 55)]
-    assert ingest_ranges(order, order, 3) == [("3", "8"), ("13", "34"), ("55", "55")]
-    assert ingest_ranges(["5", "8", "21", "34", "55"], order, 2) == [("5", "8"), ("21", "34"), ("55", "55")]
-    assert ingest_ranges(["13"], order, 1) == [("13", "13")]
-    assert ingest_ranges(["3", "8", "13"], order, 100) == [("3", "3"), ("8", "13")]
+    assert ingest_ranges(order, order, RunLimits(3)) == [("3", "8"), ("13", "34"), ("55", "55")]
+    assert ingest_ranges(["5", "8", "21", "34", "55"], order, RunLimits(2)) == [("5", "8"), ("21", "34"), ("55", "55")]
+    assert ingest_ranges(["13"], order, RunLimits(1)) == [("13", "13")]
+    assert ingest_ranges(["3", "8", "13"], order, RunLimits(100)) == [("3", "3"), ("8", "13")]
     # By phrases too: a video over the budget runs alone, the others fill runs up to it.
     phrases = {"3": 10, "5": 10, "8": 500, "13": 10, "21": 10, "34": 30}
-    assert ingest_ranges(order[:6], order, 100, phrases, 40) == [("3", "5"), ("8", "8"), ("13", "21"), ("34", "34")]
+    by_phrases = RunLimits(100, max_phrases=40, phrases=phrases)
+    assert ingest_ranges(order[:6], order, by_phrases) == [("3", "5"), ("8", "8"), ("13", "21"), ("34", "34")]
+
+
+def test_runs_of_an_ingest_are_cut_where_their_work_is_most_even():
+    order = [str(k) for k in range(1, 9)]
+    work = dict(zip(order, (50, 10, 10, 10, 10, 10, 10, 50), strict=True))
+    # Two runs by count alone would be 4 + 4 videos of 80 and 80: already even.
+    assert ingest_ranges(order, order, RunLimits(100, min_runs=2, work=work)) == [("1", "4"), ("5", "8")]
+    work["1"] = 90  # now 120 against 80 at 4 + 4, 100 against 100 at 2 + 6
+    assert ingest_ranges(order, order, RunLimits(100, min_runs=2, work=work)) == [("1", "2"), ("3", "8")]
+    # The count limit still holds (at most 5 a run: 3 + 5 is 110 against 90), and a limit that already makes 3 runs
+    # (3 + 3 + 2 by count: 110, 30, 60) evens those 3 (100, 30, 70).
+    assert ingest_ranges(order, order, RunLimits(5, min_runs=2, work=work)) == [("1", "3"), ("4", "8")]
+    assert ingest_ranges(order, order, RunLimits(3, work=work)) == [("1", "2"), ("3", "5"), ("6", "8")]
+    # Without work, or with fewer videos than runs, nothing is balanced or split further.
+    assert ingest_ranges(order, order, RunLimits(100, min_runs=2)) == [("1", "8")]
+    assert ingest_ranges(["5"], order, RunLimits(100, min_runs=4, work=work)) == [("5", "5")]
+    # A key not selected ends a run (the ranges are Dagster partition ranges): that cut alone makes two.
+    gap = order[:3] + order[4:]
+    assert ingest_ranges(gap, order, RunLimits(100, min_runs=2, work=work)) == [("1", "3"), ("5", "8")]
+    assert ingest_ranges(gap, order, RunLimits(100, min_runs=3, work=work)) == [("1", "1"), ("2", "3"), ("5", "8")]
 
 
 @pytest.mark.slow
