@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from langchain_core.embeddings import Embeddings
 
-from pstuts_pipeline.answers import answering
+from pstuts_pipeline.answers import SAMPLE_SEED, SAMPLE_SIZE, TOP_K, answering
 from pstuts_pipeline.answers.answering import Answer, find_citations
 from pstuts_pipeline.answers.chat import ChatSettings, chat_model
 from pstuts_pipeline.search import retrieval
@@ -26,10 +26,6 @@ from pstuts_pipeline.search.langchain_retriever import result_document
 if TYPE_CHECKING:
     from pstuts_pipeline.search.store import Store
 
-SAMPLE_SIZE = 200
-# Chunks given to the chat model: three excerpts fit a small model's attention and the 15 s link tolerance.
-TOP_K = 3
-SAMPLE_SEED = 12
 _ARTICLES = {"a", "an", "the"}
 
 

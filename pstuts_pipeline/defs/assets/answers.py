@@ -3,7 +3,7 @@
 import dagster as dg
 from pydantic import Field
 
-from pstuts_pipeline.answers import metrics as answer_metrics
+from pstuts_pipeline.answers import SAMPLE_SEED, SAMPLE_SIZE, TOP_K
 from pstuts_pipeline.defs.assets.chunks import TranscriptSource
 from pstuts_pipeline.defs.assets.collection import qdrant_collection
 from pstuts_pipeline.defs.assets.evaluation import EVALUATION_GROUP, load_qa, qa_paths
@@ -15,9 +15,9 @@ class AnswerEvaluationConfig(dg.Config):
     """Which questions to answer: a fixed sample of the QA files (by default the data folder's)."""
 
     qa_files: list[str] = Field(default_factory=list, description="PsTuts-VQA-format files (empty = the data folder).")
-    sample_size: int = Field(default=answer_metrics.SAMPLE_SIZE, description="Questions answered (0 = all).")
-    seed: int = Field(default=answer_metrics.SAMPLE_SEED, description="Seed of the fixed sample.")
-    top_k: int = Field(default=answer_metrics.TOP_K, ge=1, description="Chunks given to the chat model.")
+    sample_size: int = Field(default=SAMPLE_SIZE, description="Questions answered (0 = all).")
+    seed: int = Field(default=SAMPLE_SEED, description="Seed of the fixed sample.")
+    top_k: int = Field(default=TOP_K, ge=1, description="Chunks given to the chat model.")
 
 
 def answer_metadata(
@@ -48,6 +48,8 @@ def answer_evaluation(
     chat_model: ChatModelResource,
 ) -> dg.MaterializeResult:
     """Token F1, exact match, citation link@1, invented-citation rate and seconds per answer of `pstuts ask`."""
+    from pstuts_pipeline.answers import metrics as answer_metrics  # 2 s of imports every definitions load would pay
+
     files = qa_paths(config.qa_files, transcript_source)
     questions = load_qa(files)
     sample = answer_metrics.sample_questions(questions, config.sample_size, config.seed)
