@@ -253,23 +253,23 @@ class QdrantResource(SettingsResource):
 
     @contextlib.contextmanager
     def _server_store(self, collection: str) -> Iterator["Store"]:
-        from qdrant_client import QdrantClient
         from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-        from pstuts_pipeline.search.client_store import ClientStore
+        from pstuts_pipeline.search.client_store import ClientStore, connect
 
-        store = ClientStore(
-            QdrantClient(url=self.server_url, api_key=_revealed(self.api_key) or None, timeout=self.timeout_s),
-            collection,
-        )
+        store = None
         try:
+            store = ClientStore(
+                connect(self.server_url or "", _revealed(self.api_key) or None, self.timeout_s), collection
+            )
             yield store
         except (ResponseHandlingException, UnexpectedResponse) as error:
             # "[Errno 111] Connection refused" alone does not say which server; the reply may echo the API key.
             where = strip_credentials(self.server_url or "")
             raise QdrantUnavailableError(f"Qdrant server at {where} (QDRANT_URL): {redact(str(error))}") from None
         finally:
-            store.close()
+            if store is not None:
+                store.close()
 
     @contextlib.contextmanager
     def _local_store(self, folder: Path, collection: str, lock_timeout_s: float) -> Iterator["Store"]:

@@ -5,16 +5,42 @@ The collection's metadata records the embedding model. `client` stays public for
 
 from __future__ import annotations
 
+import importlib.metadata
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from qdrant_client import QdrantClient, models
+from qdrant_client.common.version_check import is_compatible
 
 from pstuts_pipeline.search.store import Selection, Store
 
 
 def _selection(value: Selection) -> bool | list[str]:
     return value if isinstance(value, bool) else list(value)
+
+
+def connect(url: str, api_key: str | None, timeout_s: int) -> QdrantClient:
+    """A client for a server whose version is checked before the first request, not in a thread of its own.
+
+    qdrant-client's own check runs in a daemon thread: a command that fails fast (a refused connection) exits while
+    that thread is still in its request, and the interpreter crashed at exit (SIGSEGV) in about half such runs.
+    """
+    client = QdrantClient(url=url, api_key=api_key, timeout=timeout_s, check_compatibility=False)
+    try:
+        server = client.info().version
+    except Exception:
+        client.close()
+        raise
+    ours = importlib.metadata.version("qdrant-client")
+    if not is_compatible(ours, server):
+        warnings.warn(
+            f"qdrant-client {ours} may not work with the Qdrant server's version {server}: the major versions should "
+            "match and the minor ones differ by at most 1",
+            UserWarning,
+            stacklevel=2,
+        )
+    return client
 
 
 class ClientStore(Store):

@@ -1,10 +1,15 @@
 """What the `pstuts` command says when something is off: empty questions, hostile titles, long errors, stores that
 cannot be reached, written or filled. Each message is one line and names the server or folder concerned."""
 
+import http.server
+import importlib.metadata
+import json
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -18,6 +23,7 @@ from pstuts_pipeline_tests.support.helpers import COLLECTION, run_main, small_co
 from pstuts_pipeline_tests.support.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
+QDRANT_CLIENT = importlib.metadata.version("qdrant-client")
 
 
 @pytest.mark.parametrize("command", ["search", "ask"])
@@ -115,13 +121,58 @@ def test_a_dagster_storage_error_names_the_instance_folder(monkeypatch, capsys, 
     )
 
 
-def test_an_unreachable_qdrant_server_is_named():
+def test_an_unreachable_qdrant_server_is_named_and_no_thread_is_left_to_race_the_exit(monkeypatch):
+    started = []
+    original_start = threading.Thread.start
+
+    def recording_start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        original_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", recording_start)
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(QdrantUnavailableError) as refused:
         with QdrantResource(url=url, timeout_s=5).get_store() as store:
             store.exists()
     assert str(refused.value).startswith(f"Qdrant server at {url} (QDRANT_URL): ")
     assert "Connection refused" in str(refused.value)
+    # qdrant-client's version check in a daemon thread made `pstuts search` crash at exit in about half its runs.
+    assert started == []
+
+
+@pytest.mark.parametrize(("version", "warned"), [(QDRANT_CLIENT, False), ("0.9.0", True)])
+def test_a_server_of_another_major_version_is_warned_about(version, warned):
+    class Root(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+            body = json.dumps({"title": "qdrant", "version": version}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Root)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with QdrantResource(url=f"http://127.0.0.1:{server.server_port}").get_store():
+                pass
+    finally:
+        server.shutdown()
+        server.server_close()
+    messages = [str(w.message) for w in caught if "Qdrant server's version" in str(w.message)]
+    assert messages == (
+        [
+            f"qdrant-client {QDRANT_CLIENT} may not work with the Qdrant server's version {version}: "
+            "the major versions should match and the minor ones differ by at most 1"
+        ]
+        if warned
+        else []
+    )
 
 
 @pytest.mark.slow
