@@ -36,7 +36,6 @@ from pstuts_pipeline.defs.reconcile import (
 )
 from pstuts_pipeline.redaction import redact
 from pstuts_pipeline.search import fingerprints
-from pstuts_pipeline.settings import source_limits
 from pstuts_pipeline.sources import Catalog, source_files
 from pstuts_pipeline.sources import ledger as ledgers
 from pstuts_pipeline.sources.reconciliation import reconcile, reconcile_folder
@@ -322,7 +321,7 @@ def ingest(
     together = not steps_run_in_run_process(defs.resolve_job_def(INGEST_JOB_NAME).executor_def)
     if result.to_ingest and not together:
         embeddings.preload()  # overlaps the run's start and first steps (which run here)
-    requests = list(run_requests(result, order, source_limits().max_videos_per_run, trigger="cli"))
+    requests = list(run_requests(result, order, trigger="cli"))
     steps = [step_count(defs.resolve_job_def(job_name_of(r))) for r in requests]
     videos = [int(r.tags.get("pstuts/videos", 0)) for r in requests]
 

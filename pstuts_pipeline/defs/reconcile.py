@@ -180,16 +180,24 @@ def partition_order(known: Sequence[str], catalog: Catalog) -> tuple[list[str], 
 RunKey = Callable[[str, list[str]], str]
 
 
+def run_limits(result: Reconciliation) -> RunLimits:
+    """The settings' limits on a run, with the weights of the videos this reconciliation ingests."""
+    limits = source_limits()
+    return RunLimits(
+        limits.max_videos_per_run,
+        limits.max_phrases_per_run,
+        limits.min_runs_per_ingest,
+        result.phrases,
+        result.characters,
+    )
+
+
 def ingest_run_requests(
-    result: Reconciliation, order: list[str], limit: int, trigger: str, run_key: RunKey | None
+    result: Reconciliation, order: list[str], trigger: str, run_key: RunKey | None
 ) -> list[dg.RunRequest]:
     """One ingest run per bounded range of consecutive partitions, tagged with who asked and why."""
     requests = []
-    limits = source_limits()
-    run_limits = RunLimits(
-        limit, limits.max_phrases_per_run, limits.min_runs_per_ingest, result.phrases, result.characters
-    )
-    for first, last in ingest_ranges(result.to_ingest, order, run_limits):
+    for first, last in ingest_ranges(result.to_ingest, order, run_limits(result)):
         keys = order[order.index(first) : order.index(last) + 1]
         reasons = sorted({result.reasons[k] for k in keys})
         requests.append(
@@ -221,11 +229,11 @@ def removal_run_request(result: Reconciliation, trigger: str, run_key: RunKey | 
 
 
 def run_requests(
-    result: Reconciliation, order: list[str], limit: int, trigger: str, run_key: RunKey | None = None
+    result: Reconciliation, order: list[str], trigger: str, run_key: RunKey | None = None
 ) -> list[dg.RunRequest]:
     """Everything a reconciliation asks of Dagster: the removal first, then the ingest ranges."""
     removal = removal_run_request(result, trigger, run_key)
-    return [*([removal] if removal else []), *ingest_run_requests(result, order, limit, trigger, run_key)]
+    return [*([removal] if removal else []), *ingest_run_requests(result, order, trigger, run_key)]
 
 
 def state_run_key(stored: dict[int, set[str]], wanted: dict[str, str], salt: str = "") -> RunKey:
@@ -335,9 +343,7 @@ def plan_tick(
         plan.warnings.append(result.removal_refused)
     order, plan.new_partitions = partition_order(instance.get_dynamic_partitions(VIDEO_PARTITIONS), catalog)
     wanted = {k: fingerprint_of(catalog.videos[k]) for k in result.to_ingest}
-    plan.run_requests = run_requests(
-        result, order, source_limits().max_videos_per_run, trigger, state_run_key(view.stored, wanted, salt)
-    )
+    plan.run_requests = run_requests(result, order, trigger, state_run_key(view.stored, wanted, salt))
     if not plan.run_requests:
         plan.settled = not plan.new_partitions and not catalog.unsure_files
         plan.skip_reason = f"{len(result.unchanged)} videos match what Qdrant holds; nothing to ingest or remove"
