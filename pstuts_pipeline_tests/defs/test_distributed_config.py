@@ -14,6 +14,8 @@ import yaml
 from pstuts_pipeline.definitions import build_definitions
 from pstuts_pipeline.defs.executors import celery_config, executor_from_settings
 from pstuts_pipeline.defs.resources import resources_from_env
+from pstuts_pipeline.embedding.models import bundled_model_path
+from pstuts_pipeline.embedding.onnx import MANIFEST, verify_export
 from pstuts_pipeline_tests.support.servers import REPO
 
 DEPLOY = REPO / "deploy"
@@ -57,10 +59,40 @@ def test_the_workers_app_takes_its_visibility_timeout_from_the_same_setting_as_t
         " conf.task_reject_on_worker_lost, conf.worker_prefetch_multiplier, 'execute_plan' in app.tasks)"
     )
     path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", str(REPO))])
-    env = {**os.environ, "PSTUTS_CELERY_VISIBILITY_TIMEOUT_S": "42", "PYTHONPATH": path}
+    # On torch a worker has no model export to make at start (the next test's subject).
+    env = {
+        **os.environ,
+        "PSTUTS_CELERY_VISIBILITY_TIMEOUT_S": "42",
+        "PYTHONPATH": path,
+        "PSTUTS_EMBEDDING_BACKEND": "torch",
+        "PSTUTS_STORAGE_DIR": str(tmp_path / "storage"),
+    }
     done = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["redis://127.0.0.1:1/0", "42", "True", "True", "1", "True"]
+    assert not (tmp_path / "storage").exists()
+
+
+@pytest.mark.slow
+def test_a_worker_makes_the_model_export_before_it_takes_steps_and_only_once(tmp_path):
+    """From nothing, the first step that needed the ONNX model made it (~10 s) while other workers' steps waited."""
+    storage = tmp_path / "storage"
+    start_worker_app = "import pstuts_pipeline.defs.celery_app; print('ready')"
+    env = {**os.environ, "PSTUTS_STORAGE_DIR": str(storage), "PSTUTS_EMBEDDING_BACKEND": "onnx"}
+    env.pop("PSTUTS_ONNX_MODELS_DIR", None)
+    first = subprocess.run(
+        [sys.executable, "-c", start_worker_app], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert first.returncode == 0 and first.stdout.split() == ["ready"], first.stderr
+    [export] = [p.parent for p in (storage / "onnx_models").rglob(MANIFEST)]
+    assert export.name == "embedder-onnx"
+    verify_export(export, bundled_model_path())
+    made = export.stat().st_mtime_ns
+    again = subprocess.run(
+        [sys.executable, "-c", start_worker_app], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0, again.stderr
+    assert export.stat().st_mtime_ns == made and "Loading weights" not in again.stderr
 
 
 def test_a_job_rebuilt_from_the_module_pointer_keeps_the_celery_executor():
